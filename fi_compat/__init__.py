@@ -1,0 +1,77 @@
+"""fi_compat: one stable, bounded MLA decode API over every flashinfer release.
+
+``import fi_compat`` is cheap: it imports neither torch nor flashinfer.  The
+public names are loaded on first use.
+
+    import fi_compat
+    fi_compat.install()            # bound flashinfer's tuning-config memo
+    fi_compat.status()             # what was chosen, why, cache statistics
+    from fi_compat import mla_decode
+
+See README.md and docs/ for the full story.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+from .errors import (
+    FiCompatError,
+    FiCompatWarning,
+    SignatureMismatchError,
+    UnsupportedFeatureError,
+    UnsupportedReleaseError,
+    UnsupportedReleaseWarning,
+    UnverifiedReleaseWarning,
+)
+
+_LAZY = {
+    "install": "installer",
+    "uninstall": "installer",
+    "status": "installer",
+    "mla_decode": "decode",
+    "build_mla_decode_tuning_config": "decode",
+    "apply_max_seq_len_policy": "policy",
+    "detect_release": "release",
+}
+
+__all__ = [
+    "__version__",
+    "install",
+    "uninstall",
+    "status",
+    "mla_decode",
+    "build_mla_decode_tuning_config",
+    "apply_max_seq_len_policy",
+    "detect_release",
+    "FiCompatError",
+    "FiCompatWarning",
+    "SignatureMismatchError",
+    "UnsupportedFeatureError",
+    "UnsupportedReleaseError",
+    "UnsupportedReleaseWarning",
+    "UnverifiedReleaseWarning",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'fi_compat' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module_name}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .decode import build_mla_decode_tuning_config, mla_decode
+    from .installer import install, status, uninstall
+    from .policy import apply_max_seq_len_policy
+    from .release import detect_release

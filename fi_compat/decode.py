@@ -1,0 +1,280 @@
+"""The stable call API: :func:`mla_decode` and :func:`build_mla_decode_tuning_config`.
+
+Both take the newest supported release's parameters (0.7.4) and map them onto
+whatever release is installed:
+
+* positional arguments keep their meaning: every release appends new
+  parameters after 0.6.13's 22, so a prefix of the newest order is valid
+  everywhere up to the installed release's length;
+* a parameter the installed release lacks is dropped when it carries its
+  default, and raises :class:`~fi_compat.errors.UnsupportedFeatureError`
+  (naming the keyword, the release that added it and the installed one)
+  otherwise: never a ``TypeError`` from inside flashinfer;
+* ``max_seq_len`` is validated, then rewritten by the max_seq_len policy
+  (``fi_compat.policy``).
+
+Cost on the hot path: a few dictionary and set operations (about a
+microsecond; ``benchmarks/decode_overhead.py`` measures it against a direct
+call).
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+from typing import Any, Callable, Optional
+
+from . import installer
+from .adapters.base import Installation, PatchStep
+from .adapters.specs import CORE_MODULE, DECODE, DECODE_KEYWORD_ADDED_IN
+from .config import check_policy
+from .errors import UnsupportedFeatureError
+from .policy import apply_max_seq_len_policy, check_max_seq_len
+from .wrappers import CallThrough
+
+_NO_DEFAULT = inspect.Parameter.empty
+
+# Defaults of the newest supported release (0.7.4), in its positional order.
+DECODE_DEFAULTS: dict[str, Any] = {
+    "sparse_mla_top_k": 0, "out": None, "bmm1_scale": 1.0, "bmm2_scale": 1.0, "sinks": None,
+    "skip_softmax_threshold_scale_factor": None, "enable_pdl": None, "backend": "auto",
+    "is_var_seq": True, "uses_shared_paged_kv_idx": True, "lse": None, "return_lse": False,
+    "cute_dsl_impl": "auto", "kv_scale_format": "auto", "cum_seq_lens_q": None, "max_q_len": None,
+    "multi_ctas_kv_counter_buffer": None, "sparse_mla_top_k_lens": None, "enable_dcp": False,
+    "cp_world": 1, "cp_rank": 0, "causal_seqlens_kv_global": None, "use_fp16_softmax": None,
+    "return_lse_base": None,
+}
+DECODE_ORDER: tuple[str, ...] = DECODE.names
+MAX_SEQ_LEN_INDEX = DECODE_ORDER.index("max_seq_len")
+
+BUILDER_ORDER = (
+    "kv_cache", "block_tables", "workspace_buffer", "runner_names", "q_len", "num_heads",
+    "kv_lora_rank", "max_seq_len", "device", "has_sparse_mla_top_k_lens", "cute_dsl_impl", "sinks",
+    "enable_dcp", "cp_world", "cp_rank",
+)
+BUILDER_DEFAULTS: dict[str, Any] = {
+    "has_sparse_mla_top_k_lens": False, "cute_dsl_impl": "auto", "sinks": None,
+    "enable_dcp": False, "cp_world": 1, "cp_rank": 0,
+}
+BUILDER_KEYWORD_ADDED_IN = {
+    "cute_dsl_impl": "0.6.16", "sinks": "0.6.16", "has_sparse_mla_top_k_lens": "0.6.17",
+    "enable_dcp": "0.6.17", "cp_world": "0.6.17", "cp_rank": "0.6.17",
+}
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    # Never compare tensors with ==: only plain scalars count as "the default".
+    if value is default:
+        return True
+    return type(value) in (int, float, str, bool) and type(value) is type(default) and value == default
+
+
+class _Mapping:
+    """How the newest signature maps onto one installed function."""
+
+    def __init__(self, function: Callable, newest_order: tuple[str, ...], defaults: dict[str, Any],
+                 added_in: dict[str, str], release: Optional[str]) -> None:
+        self.function = function
+        parameters = inspect.signature(function).parameters
+        self.accepted = frozenset(parameters)
+        self.positional_limit = sum(
+            1 for p in parameters.values()
+            if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        )
+        self.newest_order = newest_order
+        self.defaults = defaults
+        self.added_in = added_in
+        self.release = release
+
+    def split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """Gate arguments the installed release lacks; returns what to pass."""
+        if len(args) > self.positional_limit:
+            if len(args) > len(self.newest_order):
+                raise TypeError(
+                    f"takes at most {len(self.newest_order)} positional arguments ({len(args)} given)"
+                )
+            extra = dict(zip(self.newest_order[self.positional_limit:], args[self.positional_limit:]))
+            args = args[: self.positional_limit]
+            kwargs = {**extra, **kwargs}
+        if kwargs.keys() <= self.accepted:
+            return args, kwargs
+        kept = {}
+        for name, value in kwargs.items():
+            if name in self.accepted:
+                kept[name] = value
+            elif name in self.defaults:
+                if not _is_default(value, self.defaults[name]):
+                    raise UnsupportedFeatureError(name, self.added_in.get(name), self.release)
+            else:
+                raise TypeError(
+                    f"unexpected keyword argument {name!r}; accepted: {', '.join(self.newest_order)}"
+                )
+        return args, kept
+
+
+_lock = threading.Lock()
+_mappings: dict[str, _Mapping] = {}
+_generation: Optional[object] = None
+
+
+def _core_module() -> Any:
+    module = sys.modules.get(CORE_MODULE)
+    if module is not None:
+        return module
+    try:
+        import flashinfer.mla._core as module  # noqa: PLC0415  (first real use)
+    except ImportError as exc:
+        raise ImportError(
+            f"fi_compat.mla_decode needs flashinfer-python importable on this host ({exc}); "
+            "on a CPU-only machine use fi_compat.testing.cpu_host()"
+        ) from exc
+    return module
+
+
+def _mapping(kind: str) -> _Mapping:
+    """The mapping for the installed release, built once per install."""
+    global _generation
+    if installer._state.phase == "not-installed":
+        installer.install()
+    token = installer._state.installation
+    mapping = _mappings.get(kind)
+    if mapping is not None and _generation is token:
+        return mapping
+    with _lock:
+        if _generation is not token:
+            _mappings.clear()
+            _generation = token
+        core = _core_module()
+        release = installer._state.release
+        release_text = None if release is None else str(release)
+        if kind == "decode":
+            target = _unwrap_transparent(getattr(core, DECODE.name))
+            mapping = _Mapping(target, DECODE_ORDER, DECODE_DEFAULTS, DECODE_KEYWORD_ADDED_IN, release_text)
+        else:
+            mapping = _Mapping(core._build_mla_decode_tuning_config, BUILDER_ORDER, BUILDER_DEFAULTS,
+                               BUILDER_KEYWORD_ADDED_IN, release_text)
+        _mappings[kind] = mapping
+        return mapping
+
+
+def _unwrap_transparent(function: Callable) -> Callable:
+    while isinstance(function, CallThrough):
+        function = function.__wrapped__
+    return function
+
+
+def _policy_for_call(policy: Optional[str]) -> str:
+    if policy is None:
+        return installer._state.settings["max_seq_len_policy"].value
+    return check_policy(policy, "max_seq_len_policy")
+
+
+def _rewrite_max_seq_len(args: tuple, kwargs: dict, policy: str) -> tuple[tuple, dict]:
+    if len(args) > MAX_SEQ_LEN_INDEX:
+        value = args[MAX_SEQ_LEN_INDEX]
+    elif "max_seq_len" in kwargs:
+        value = kwargs["max_seq_len"]
+    else:
+        raise TypeError("missing required argument 'max_seq_len'")
+    check_max_seq_len(value)
+    if policy == "exact":
+        return args, kwargs
+    kv_cache = args[1] if len(args) > 1 else kwargs["kv_cache"]
+    block_tables = args[6] if len(args) > 6 else kwargs["block_tables"]
+    page_size = int(kv_cache.shape[-2])
+    new_value = apply_max_seq_len_policy(
+        value, policy=policy, page_size=page_size, capacity=int(block_tables.shape[-1]) * page_size
+    )
+    if new_value == value:
+        return args, kwargs
+    if len(args) > MAX_SEQ_LEN_INDEX:
+        args = args[:MAX_SEQ_LEN_INDEX] + (new_value,) + args[MAX_SEQ_LEN_INDEX + 1:]
+    else:
+        kwargs = {**kwargs, "max_seq_len": new_value}
+    return args, kwargs
+
+
+def mla_decode(*args: Any, max_seq_len_policy: Optional[str] = None, **kwargs: Any) -> Any:
+    """``flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla`` on any supported release.
+
+    Takes 0.7.4's parameters (see ``inspect.signature(mla_decode)``),
+    positionally or by keyword, plus the keyword-only ``max_seq_len_policy``
+    (``exact``, ``bucket`` or ``capacity``; default from ``install()`` or
+    ``FI_COMPAT_MAX_SEQ_LEN_POLICY``).  Installs fi_compat on first use if it
+    is not installed.  Raises ``ValueError`` for an invalid ``max_seq_len``
+    or policy and :class:`~fi_compat.errors.UnsupportedFeatureError` for a
+    non-default keyword the installed release lacks, before flashinfer runs.
+    """
+    mapping = _mapping("decode")
+    args, kwargs = _rewrite_max_seq_len(args, kwargs, _policy_for_call(max_seq_len_policy))
+    args, kwargs = mapping.split(args, kwargs)
+    return mapping.function(*args, **kwargs)
+
+
+def build_mla_decode_tuning_config(*args: Any, **kwargs: Any) -> Any:
+    """flashinfer's MLA decode tuning-config builder on any supported release,
+    through fi_compat's bounded memo.  Takes 0.7.4's parameters
+    (``inspect.signature`` shows them); gating as for :func:`mla_decode`.
+    ``max_seq_len`` is validated and passed as given."""
+    mapping = _mapping("builder")
+    if len(args) > 7:
+        check_max_seq_len(args[7])
+    elif "max_seq_len" in kwargs:
+        check_max_seq_len(kwargs["max_seq_len"])
+    args, kwargs = mapping.split(args, kwargs)
+    return mapping.function(*args, **kwargs)
+
+
+def _signature(order: tuple[str, ...], defaults: dict[str, Any], extra: tuple[inspect.Parameter, ...] = ()) -> inspect.Signature:
+    parameters = [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults.get(name, _NO_DEFAULT))
+        for name in order
+    ]
+    return inspect.Signature(parameters + list(extra))
+
+
+mla_decode.__signature__ = _signature(  # type: ignore[attr-defined]
+    DECODE_ORDER, DECODE_DEFAULTS,
+    (inspect.Parameter("max_seq_len_policy", inspect.Parameter.KEYWORD_ONLY, default=None),),
+)
+build_mla_decode_tuning_config.__signature__ = _signature(BUILDER_ORDER, BUILDER_DEFAULTS)  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- transparent mode
+
+#: Public modules that re-export the decode function.  ``flashinfer.mla._core``
+#: is left alone: fi_compat's own calls go there, unwrapped.
+TRANSPARENT_MODULES = ("flashinfer", "flashinfer.mla", "flashinfer.decode")
+
+
+class TransparentInstallation:
+    """The decode re-exports wrapped for callers that cannot change their code."""
+
+    def __init__(self, installation: Installation) -> None:
+        self.installation = installation
+
+    def qualnames(self) -> list[str]:
+        return [p.qualname for p in self.installation.patches]
+
+    def remove(self) -> list[str]:
+        return self.installation.remove()
+
+
+def _transparent_call(wrapped: Callable, args: tuple, kwargs: dict) -> Any:
+    return mla_decode(*args, **kwargs)
+
+
+def install_transparent() -> TransparentInstallation:
+    """Wrap every public re-export of the decode function.  A name bound
+    earlier with ``from flashinfer.mla import ...`` is a separate reference
+    and is not reached (docs/integration/tensorrt_llm.md)."""
+    core = sys.modules[CORE_MODULE]
+    original = getattr(core, DECODE.name)
+    steps = []
+    for module_name in TRANSPARENT_MODULES:
+        module = sys.modules.get(module_name)
+        if module is not None and getattr(module, DECODE.name, None) is original:
+            steps.append(PatchStep(module, DECODE.name,
+                                   lambda target: CallThrough(target, _transparent_call, role="decode")))
+    return TransparentInstallation(Installation.apply(None, steps, {}, []))  # type: ignore[arg-type]

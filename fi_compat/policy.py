@@ -1,0 +1,71 @@
+"""What ``max_seq_len`` fi_compat passes to flashinfer.
+
+``max_seq_len`` is a host-side scheduling bound that must be ``>=
+max(seq_lens)``.  trtllm-gen uses it to choose the multi-CTA KV split and
+kernel variant, so changing it can change the last bf16 ulp of the output
+(flashinfer#4647), and eager and CUDA-graph runs must pass the same value to
+be bitwise identical.  The policies:
+
+``exact`` (default)
+    pass it through.  Outputs are bit-for-bit what flashinfer alone gives;
+    host memory is bounded anyway by the adapters' caches, which normalise the
+    profile length internally without touching what the kernel receives.
+``bucket``
+    round up along a geometric ladder aligned to the page size: at most five
+    distinct values while the input stays within one doubling, never more
+    than ``1.25 * (max_seq_len + page_size)``, never above the block-table
+    capacity unless the input already is.  Fewer distinct values give the
+    kernel fewer split decisions and CUDA-graph captures fewer variants.
+``capacity``
+    the block-table capacity ``block_tables.shape[-1] * page_size``: one
+    value per model configuration, the most stable and the most overshoot.
+"""
+
+from __future__ import annotations
+
+from . import config
+
+MAX_SEQ_LEN_LIMIT = 2**31 - 1
+BUCKET_BITS = 3
+"""Significant bits of the page count kept by ``bucket``: four ladder values per doubling."""
+
+
+def check_max_seq_len(value: object, what: str = "max_seq_len") -> int:
+    """``value`` if it is an ``int`` in ``1 .. 2**31-1``, else ``ValueError``."""
+    if type(value) is int and 0 < value <= MAX_SEQ_LEN_LIMIT:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(
+            f"{what}={value!r} ({type(value).__name__}) is not an int; accepted: an int from 1 to {MAX_SEQ_LEN_LIMIT} "
+            "(the maximum KV length of the batch)"
+        )
+    raise ValueError(f"{what}={value} is out of range; accepted: 1 to {MAX_SEQ_LEN_LIMIT}")
+
+
+def round_up_pages(pages: int) -> int:
+    """Round a page count up to its top :data:`BUCKET_BITS` bits."""
+    if pages < (1 << BUCKET_BITS):
+        return pages
+    shift = pages.bit_length() - BUCKET_BITS
+    mask = (1 << shift) - 1
+    return (pages + mask) & ~mask
+
+
+def apply_max_seq_len_policy(max_seq_len: int, *, policy: str, page_size: int, capacity: int) -> int:
+    """The ``max_seq_len`` to pass under ``policy``.  Always ``>= max_seq_len``;
+    an input ``>= capacity`` is returned unchanged.  Raises ``ValueError`` for
+    invalid input (see :func:`check_max_seq_len`) or an unknown policy."""
+    max_seq_len = check_max_seq_len(max_seq_len)
+    if policy == "exact" or max_seq_len >= capacity:
+        if policy not in config.POLICIES:
+            config.check_policy(policy, "max_seq_len_policy")
+        return max_seq_len
+    if policy == "capacity":
+        return capacity
+    if policy == "bucket":
+        if page_size <= 0:
+            raise ValueError(f"page_size={page_size} must be positive")
+        pages = -(-max_seq_len // page_size)
+        return min(round_up_pages(pages) * page_size, capacity)
+    config.check_policy(policy, "max_seq_len_policy")
+    raise AssertionError("unreachable")  # pragma: no cover
