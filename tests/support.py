@@ -55,9 +55,14 @@ def trtllm_call(function: Any, t: dict[str, Any], max_seq_len: int, **extra: Any
 
 def launch_signature(launch: Any) -> tuple:
     """A comparable view of a recorded launch: tensors by (shape, dtype, stride),
-    the rest by value.  max_seq_len is returned separately by the caller."""
+    the rest by value, with max_seq_len (compared separately) blanked out."""
+    ints = [i for i, a in enumerate(launch.args) if type(a) is int]
+    max_seq_len_index = ints[1] if len(ints) > 1 else None
     out = []
-    for value in launch.args:
+    for index, value in enumerate(launch.args):
+        if index == max_seq_len_index:
+            out.append("max_seq_len")
+            continue
         if hasattr(value, "shape") and hasattr(value, "dtype"):
             out.append(("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride())))
         elif isinstance(value, (list, tuple)):
