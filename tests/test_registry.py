@@ -81,44 +81,148 @@ def test_unverified_release_uses_matching_adapter_with_one_warning(use_fake, cap
     assert getattr(module._mla_decode_tuning_config, "_fi_compat_wrapper", False)
 
 
-@pytest.mark.parametrize("case", sorted(fakes.DRIFTS))
-def test_drift_default_mode_warns_once_and_leaves_flashinfer_untouched(case, use_fake, caplog):
-    replace, remove, words = fakes.DRIFTS[case]
-    module = use_fake(fakes.fake_core("0.6.18", replace=replace, remove=remove), "0.6.18")
+#: Every adapter family, the fake layout that mimics it and the release that
+#: fake claims to be (inside the adapter's verified range).
+ADAPTER_LAYOUTS = {CachedConfigAdapter: ("0.6.18", "0.6.18"), FreshConfigAdapter: ("0.6.15", "0.6.15")}
+DRIFT_CASES = [
+    pytest.param(adapter, case, id=f"{adapter.name}/{case}")
+    for adapter, (layout, _) in ADAPTER_LAYOUTS.items()
+    for case in sorted(fakes.DRIFTS[layout])
+]
+
+
+def test_every_adapter_has_a_drift_layout():
+    assert set(ADAPTER_LAYOUTS) == set(ADAPTERS)
+    cases = [set(fakes.DRIFTS[layout]) for layout, _ in ADAPTER_LAYOUTS.values()]
+    common = {"gained-required", "lost-parameter", "renamed", "positional-only", "vanished", "moved",
+              "returns-other-type", "raises"}
+    assert all(common <= c for c in cases)
+
+
+def use_drift(use_fake, monkeypatch, adapter, case):
+    layout, release = ADAPTER_LAYOUTS[adapter]
+    drift = fakes.DRIFTS[layout][case]
+    module = use_fake(drift.core(), release)
+    if drift.moved:
+        monkeypatch.setitem(sys.modules, fakes.MOVED_TO, fakes._moved[0])
+    return drift, release, module
+
+
+def behaviour(module):
+    """What the (drifted, unpatched) fake flashinfer answers: decode and builder."""
+    builder = getattr(module, "_build_mla_decode_tuning_config", None)
+    try:
+        built = fakes.call_by_name(builder, **fakes.BUILDER_ARGS) if builder is not None else None
+    except (RuntimeError, TypeError) as exc:  # what that drifted flashinfer itself does
+        built = repr(exc)
+    built = getattr(built, "key", built)
+    return module.trtllm_batch_decode_with_kv_cache_mla(*range(9)), built
+
+
+@pytest.mark.parametrize("adapter,case", DRIFT_CASES)
+def test_drift_default_mode_warns_once_and_leaves_flashinfer_untouched(adapter, case, use_fake, monkeypatch, caplog):
+    drift, release, module = use_drift(use_fake, monkeypatch, adapter, case)
+    expected_behaviour = behaviour(module)
     before = dict(vars(module))
-    with caplog.at_level(logging.WARNING, logger="fi_compat"), pytest.warns(UnsupportedReleaseWarning) as warned:
+    with caplog.at_level(logging.DEBUG, logger="fi_compat"), pytest.warns(UnsupportedReleaseWarning) as warned:
         state = fi_compat.install()
     records = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(records) == 1, [r.getMessage() for r in records]
     message = records[0].getMessage()
-    assert "0.6.18" in message and words in message
-    assert "_mla_decode_tuning_config" in message
-    assert len(warned) == 1 and words in str(warned[0].message)
-    assert state["state"] == "unsupported" and state["patched"] == []
+    assert release in message and drift.words in message
+    assert drift.function in message
+    assert len(warned) == 1 and drift.words in str(warned[0].message)
+    assert state["state"] == "unsupported" and state["patched"] == [] and state["caches"] == {}
     assert vars(module) == before  # untouched: same objects
-    # and still working
-    assert module.trtllm_batch_decode_with_kv_cache_mla(*range(9)) == ("decoded", 8)
+    assert all(vars(module)[k] is v for k, v in before.items())
+    assert behaviour(module) == expected_behaviour  # and still working as it did
+    fi_compat.uninstall()
+    assert all(vars(module)[k] is v for k, v in before.items())
 
 
-@pytest.mark.parametrize("case", sorted(fakes.DRIFTS))
-def test_drift_strict_mode_raises_typed_error(case, use_fake):
-    replace, remove, words = fakes.DRIFTS[case]
-    module = use_fake(fakes.fake_core("0.6.18", replace=replace, remove=remove), "0.6.18")
+@pytest.mark.parametrize("adapter,case", DRIFT_CASES)
+def test_drift_strict_mode_raises_typed_error(adapter, case, use_fake, monkeypatch):
+    drift, release, module = use_drift(use_fake, monkeypatch, adapter, case)
     before = dict(vars(module))
     with pytest.raises((SignatureMismatchError, UnsupportedReleaseError)) as info:
         fi_compat.install(strict=True)
-    assert words in str(info.value) and "0.6.18" in str(info.value)
+    assert drift.words in str(info.value) and release in str(info.value)
+    assert drift.function in str(info.value)
     if isinstance(info.value, SignatureMismatchError):
-        assert info.value.qualname == f"{CORE_MODULE}._mla_decode_tuning_config"
-        assert info.value.release == "0.6.18"
-        assert "profile_seq_len" in info.value.expected
-    assert vars(module) == before
-    assert fi_compat.status()["state"] == "not-installed"
+        assert info.value.qualname == f"{CORE_MODULE}.{drift.function}"
+        assert info.value.release == release
+        assert drift.words in info.value.difference
+    else:  # found by the feature probe: signatures fit, behaviour does not
+        assert case in ("returns-other-type", "raises")
+        assert info.value.release == release
+    assert all(vars(module)[k] is v for k, v in before.items()) and vars(module) == before
+    assert fi_compat.status()["state"] == "not-installed" and fi_compat.status()["patched"] == []
+
+
+@pytest.mark.parametrize("adapter", list(ADAPTER_LAYOUTS), ids=lambda a: a.name)
+def test_drift_found_by_the_post_import_hook_is_handled_alike(adapter, use_fake, monkeypatch, caplog):
+    """install() before flashinfer is imported: the drift is found when the hook
+    runs, and must not break the import itself (one WARNING, nothing patched)."""
+    layout, release = ADAPTER_LAYOUTS[adapter]
+    drift = fakes.DRIFTS[layout]["raises"]
+    module = drift.core()
+    monkeypatch.delitem(sys.modules, CORE_MODULE, raising=False)
+    info = ReleaseInfo(Version(release), "metadata", metadata_version=release)
+    monkeypatch.setattr(installer, "detect_release", lambda: info)
+    assert fi_compat.install()["state"] == "pending"
+    before = dict(vars(module))
+    monkeypatch.setitem(sys.modules, CORE_MODULE, module)
+    with caplog.at_level(logging.WARNING, logger="fi_compat"), pytest.warns(UnsupportedReleaseWarning):
+        installer._on_flashinfer_import(module)  # what wrapt calls when the import completes
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING][0].count(drift.words) == 1
+    assert fi_compat.status()["state"] == "unsupported" and vars(module) == before
+
+
+@pytest.mark.parametrize("adapter", list(ADAPTER_LAYOUTS), ids=lambda a: a.name)
+@pytest.mark.parametrize("where", ["before-wrap", "wrap", "transparent"])
+def test_failure_at_every_step_leaves_nothing_half_installed(adapter, where, use_fake, monkeypatch):
+    """Make each patch step fail in turn (and the transparent step after them):
+    install() re-raises and every attribute is the original object again."""
+    import fi_compat.adapters.base as base
+    import fi_compat.decode as decode
+
+    layout, release = ADAPTER_LAYOUTS[adapter]
+    module = use_fake(fakes.fake_core(layout), release)
+    steps, _, _ = adapter.plan(module, 8)
+    originals = dict(vars(module))
+    failing_points = range(1, len(steps) + 1) if where != "transparent" else [None]
+    for failing in failing_points:
+        calls = []
+        real_wrap = base.wrapt.patches.wrap_object
+
+        def wrap(target, name, factory, *args, **kwargs):
+            calls.append(name)
+            if where == "wrap" and len(calls) == failing:
+                raise RuntimeError(f"simulated failure wrapping {name}")
+            if where == "before-wrap" and len(calls) == failing:
+                raise RuntimeError("simulated failure")
+            return real_wrap(target, name, factory, *args, **kwargs)
+
+        def transparent():
+            raise RuntimeError("simulated failure in transparent mode")
+
+        monkeypatch.setattr(base.wrapt.patches, "wrap_object", wrap)
+        monkeypatch.setattr(decode, "install_transparent", transparent)
+        with pytest.raises(RuntimeError, match="simulated failure"):
+            fi_compat.install(transparent=where == "transparent")
+        assert all(vars(module)[k] is v for k, v in originals.items()), (where, failing)
+        assert vars(module).keys() == originals.keys()
+        assert fi_compat.status()["state"] == "not-installed" and fi_compat.status()["patched"] == []
+        monkeypatch.undo()
+        module = use_fake(fakes.fake_core(layout), release)
+        originals = dict(vars(module))
+        # and a clean install afterwards works
+        assert fi_compat.install()["state"] == "installed"
+        fi_compat.uninstall()
 
 
 def test_strict_from_environment(use_fake, monkeypatch):
-    replace, remove, _ = fakes.DRIFTS["vanished"]
-    use_fake(fakes.fake_core("0.6.18", replace=replace, remove=remove), "0.6.18")
+    use_fake(fakes.DRIFTS["0.6.18"]["vanished"].core(), "0.6.18")
     monkeypatch.setenv("FI_COMPAT_STRICT", "1")
     with pytest.raises(SignatureMismatchError):
         fi_compat.install()
