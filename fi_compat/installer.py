@@ -153,7 +153,10 @@ def _apply(module: Any) -> None:
         _refuse(selection, strict)
         return
     assert selection.adapter is not None
-    problem = selection.adapter.probe(module)
+    try:
+        problem = selection.adapter.probe(module)
+    except Exception as exc:  # flashinfer's behaviour changed: same handling as a wrong return type
+        problem = f"{selection.adapter.name}'s probe raised {type(exc).__name__}: {exc}"
     if problem is not None:
         selection = Selection(UNSUPPORTED, None, selection.release,
                               f"flashinfer {selection.release}: feature probe failed: {problem}")

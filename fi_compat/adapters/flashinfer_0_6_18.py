@@ -72,7 +72,11 @@ class CachedConfigAdapter(Adapter):
         original = getattr(module._mla_decode_tuning_config, "__wrapped__", None)
         if original is None:
             return f"{specs.CONFIG_CACHE.qualname} has no __wrapped__ (cache decorator changed)"
-        problem = returns_tuning_config(original((1, 2, 4), 8, 16))
+        try:
+            value = original((1, 2, 4), 8, 16)
+        except Exception as exc:  # behaviour changed under an unchanged signature
+            return f"{specs.CONFIG_CACHE.qualname} raised {type(exc).__name__}: {exc}"
+        problem = returns_tuning_config(value)
         return None if problem is None else f"{specs.CONFIG_CACHE.qualname} {problem}"
 
     @classmethod
