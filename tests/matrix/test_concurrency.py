@@ -1,0 +1,254 @@
+"""Issue 8: 16 threads through the real builder and ``fi_compat.mla_decode``
+while another thread installs and uninstalls in a loop.
+
+How calls are counted, honestly:
+
+* **Direct builder calls** read ``core._build_mla_decode_tuning_config`` into
+  a local and call that object.  When it is a fi_compat proxy (active, and our
+  arguments always give a key), that call is exactly one hit or miss *of that
+  proxy's cache*; otherwise it went to flashinfer's original and no cache
+  counts it.  The test tallies per cache object from what it called, without
+  looking inside the cache.
+* **mla_decode calls** reach the builder from inside flashinfer, through
+  whichever attribute is current at that moment, which the caller cannot see.
+  Each one counts at most one builder-cache lookup, so over all builder caches
+  ``sum(hits + misses) - direct calls`` must lie in ``[0, decode calls]``;
+  and each call must record exactly one kernel launch with the ``max_seq_len``
+  it asked for.
+* **Steady phase**: the same 16 threads with the installation held steady give
+  the exact equation ``hits + misses == direct calls + decode calls`` for the
+  builder cache, and, on releases with flashinfer's ``functools.cache``,
+  ``hits + misses == builder misses`` for the config cache below it (each
+  builder miss calls it once).
+
+The bound (``currsize <= maxsize``) is sampled through ``stats()`` and
+``status()`` (which take the cache lock, as a user would see them) by the
+installer thread the whole time, and checked on every cache at the end.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import sys
+import threading
+import time
+
+import pytest
+
+import fi_compat
+from fi_compat import installer
+from fi_compat.cache import BoundedCache
+from fi_compat.wrappers import MemoizedFunction
+
+from support import decode_inputs, trtllm_call
+
+torch = pytest.importorskip("torch")
+
+THREADS = 16
+MAXSIZE = 8
+CHURN_ITERATIONS = 60  # per thread: one builder call and one mla_decode call each
+STEADY_ITERATIONS = 30
+
+
+@pytest.fixture
+def core(fi_cpu_host):
+    import flashinfer.mla._core as core
+
+    return core
+
+
+@pytest.fixture
+def every_cache(monkeypatch):
+    """Every BoundedCache created during the test (held strongly)."""
+    created: list[BoundedCache] = []
+    original_init = BoundedCache.__init__
+
+    def init(self, name, maxsize):
+        original_init(self, name, maxsize)
+        created.append(self)
+
+    monkeypatch.setattr(BoundedCache, "__init__", init)
+    return created
+
+
+@pytest.fixture
+def recorded_launches(fi_cpu_host, monkeypatch):
+    """An unbounded launch list (deque.append is atomic; LaunchRecorder.total is not)."""
+    launches = collections.deque()
+    monkeypatch.setattr(fi_cpu_host.recorder, "launches", launches)
+    return launches
+
+
+@pytest.fixture
+def fine_grained_switching():
+    """Switch threads every 10 us instead of every 5 ms: many more interleavings."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(before)
+
+
+def builder_arguments() -> dict:
+    return dict(
+        kv_cache=torch.empty(64, 32, 576, device="meta"),
+        block_tables=torch.empty(1, 64, dtype=torch.int32, device="meta"),
+        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
+        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512, device=torch.device("cpu"),
+    )
+
+
+class Worker(threading.Thread):
+    """Alternates a direct builder call and an mla_decode call; tallies the
+    direct calls per cache object it actually called."""
+
+    def __init__(self, core, seed: int, iterations: int, start_gate: threading.Barrier) -> None:
+        super().__init__(daemon=True)
+        self.core = core
+        self.rng = random.Random(seed)
+        self.iterations = iterations
+        self.start_gate = start_gate
+        self.through_cache: collections.Counter = collections.Counter()  # id(cache) -> direct calls
+        self.caches: dict[int, BoundedCache] = {}
+        self.direct_uncached = 0
+        self.decode_calls = 0
+        self.requested: list[int] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            arguments = builder_arguments()
+            tensors = decode_inputs(torch, batch=1, width=64, num_pages=64)
+            self.start_gate.wait()
+            for _ in range(self.iterations):
+                # 24 distinct laddered profile lengths up to 2048: with maxsize 8, constant eviction
+                length = self.rng.randint(1, 2047)
+                builder = self.core._build_mla_decode_tuning_config
+                config = builder(max_seq_len=length, **arguments)
+                assert type(config).__name__ == "TuningConfig"
+                if isinstance(builder, MemoizedFunction) and builder._self_active:
+                    cache = builder.fi_compat_cache
+                    self.through_cache[id(cache)] += 1
+                    self.caches[id(cache)] = cache
+                else:
+                    self.direct_uncached += 1
+                length = self.rng.randint(1, 2047)
+                tensors["seq_lens"].fill_(length)
+                trtllm_call(fi_compat.mla_decode, tensors, length)
+                self.requested.append(length)
+                self.decode_calls += 1
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+def run_workers(core, iterations: int, during=None) -> list[Worker]:
+    gate = threading.Barrier(THREADS + 1)
+    workers = [Worker(core, seed, iterations, gate) for seed in range(THREADS)]
+    for worker in workers:
+        worker.start()
+    gate.wait()
+    if during is not None:
+        during(workers)
+    for worker in workers:
+        worker.join(timeout=120)
+        assert not worker.is_alive(), "a worker thread hung"
+    errors = [w.error for w in workers if w.error is not None]
+    assert not errors, errors[0]
+    return workers
+
+
+def assert_bounded(caches) -> None:
+    for cache in caches:
+        stats = cache.stats()
+        assert stats.currsize <= stats.maxsize == MAXSIZE, stats
+
+
+def test_threads_through_builder_and_mla_decode_while_installing_and_uninstalling(
+        core, every_cache, recorded_launches, fine_grained_switching, monkeypatch):
+    # mla_decode installs on first use when fi_compat is not installed: make
+    # those installs use the same small bound as the installer thread's.
+    monkeypatch.setenv("FI_COMPAT_CACHE_SIZE", str(MAXSIZE))
+    toggles = {"install": 0, "uninstall": 0, "samples": 0}
+    problems: list[str] = []
+
+    def churn(workers):
+        while any(w.is_alive() for w in workers):
+            try:
+                state = fi_compat.install(maxsize=MAXSIZE)
+                toggles["install"] += 1
+                for name, stats in state["caches"].items():
+                    if stats["currsize"] > stats["maxsize"]:
+                        problems.append(f"status() showed {name} {stats}")
+                for cache in list(every_cache):
+                    stats = cache.stats()
+                    toggles["samples"] += 1
+                    if stats.currsize > stats.maxsize:
+                        problems.append(f"stats() showed {stats}")
+                time.sleep(0.0005)
+                fi_compat.uninstall()
+                toggles["uninstall"] += 1
+                time.sleep(0.0002)
+            except BaseException as exc:
+                problems.append(f"installer thread: {exc!r}")
+                return
+
+    def start_churn(workers):
+        thread = threading.Thread(target=churn, args=(workers,), daemon=True)
+        thread.start()
+        thread.join(timeout=180)
+        assert not thread.is_alive(), "the installer thread hung"
+
+    workers = run_workers(core, CHURN_ITERATIONS, during=start_churn)
+    fi_compat.uninstall()
+    assert not problems, problems[:5]
+    assert toggles["install"] >= 10 and toggles["uninstall"] >= 10, toggles
+
+    # Exactly one launch per mla_decode call, each with the max_seq_len asked for.
+    decode_calls = sum(w.decode_calls for w in workers)
+    assert decode_calls == THREADS * CHURN_ITERATIONS
+    assert len(recorded_launches) == decode_calls
+    assert sorted(l.max_seq_len for l in recorded_launches) == sorted(n for w in workers for n in w.requested)
+
+    # The bound held for every cache that ever existed.
+    builder_caches = [c for c in every_cache if c.name == "builder"]
+    assert len(builder_caches) >= 2  # several installations really happened
+    assert_bounded(every_cache)
+
+    # Direct calls: exact per cache; decode calls: at most one lookup each.
+    direct: collections.Counter = collections.Counter()
+    for worker in workers:
+        direct.update(worker.through_cache)
+    counted = {id(c): c.stats().hits + c.stats().misses for c in builder_caches}
+    for cache_id, calls in direct.items():
+        assert counted[cache_id] >= calls, (counted[cache_id], calls)
+    from_decode = sum(counted.values()) - sum(direct.values())
+    assert 0 <= from_decode <= decode_calls, (from_decode, decode_calls)
+    assert sum(direct.values()) + sum(w.direct_uncached for w in workers) == THREADS * CHURN_ITERATIONS
+
+
+def test_threads_with_the_installation_held_steady_count_exactly(core, every_cache, recorded_launches,
+                                                                  fine_grained_switching):
+    state = fi_compat.install(maxsize=MAXSIZE)
+    assert state["state"] == "installed", state["reason"]
+    builder_cache = installer._state.installation.caches["builder"]
+    config_cache = installer._state.installation.caches.get("config")
+
+    def sample(workers):
+        while any(w.is_alive() for w in workers):
+            for stats in fi_compat.status()["caches"].values():
+                assert stats["currsize"] <= stats["maxsize"]
+            time.sleep(0.001)
+
+    workers = run_workers(core, STEADY_ITERATIONS, during=sample)
+    calls = THREADS * STEADY_ITERATIONS
+    assert all(set(w.caches.values()) == {builder_cache} for w in workers)
+    stats = builder_cache.stats()
+    assert stats.hits + stats.misses == calls + calls  # direct + through mla_decode
+    # two threads missing on one key both count a miss; only one value is kept
+    assert stats.misses > MAXSIZE and 0 < stats.evictions <= stats.misses - stats.currsize
+    if config_cache is not None:
+        inner = config_cache.stats()
+        assert inner.hits + inner.misses == stats.misses  # one config lookup per builder miss
+    assert len(recorded_launches) == calls
+    assert_bounded(every_cache)
+    fi_compat.uninstall()
