@@ -21,6 +21,7 @@ call).
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 import threading
 from typing import Any, Callable, Optional
@@ -116,6 +117,18 @@ class _Mapping:
 _lock = threading.Lock()
 _mappings: dict[str, _Mapping] = {}
 _generation: Optional[object] = None
+
+
+def _renew_lock_after_fork() -> None:
+    # Held by another thread at fork time, the lock would stay held forever in
+    # the child (that thread does not exist there) and the next mapping
+    # rebuild, e.g. after an uninstall/install in the child, would deadlock.
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_lock_after_fork)
 
 
 def _core_module() -> Any:
