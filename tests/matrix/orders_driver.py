@@ -1,0 +1,415 @@
+"""Driver for tests/matrix/test_orders.py: every order of five events, each in
+a process where it really happens in that order.
+
+    python tests/matrix/orders_driver.py OUT_DIR
+
+Events: ``import`` (import flashinfer under the CPU shim), ``install``
+(``install(maxsize=32)``), ``uninstall``, ``second-install``
+(``install(maxsize=64)``: a no-op unless the first is undone, so the bound in
+force tells which one took effect) and ``workaround`` (TensorRT-LLM's builder
+memo replaces ``_build_mla_decode_tuning_config``; like TensorRT-LLM, it
+imports flashinfer first if needed).  All 120 orders from
+``itertools.permutations``.
+
+Why forks: "import flashinfer" cannot be undone, and a fresh interpreter per
+order costs ~5 s (torch + flashinfer), 10 minutes for 120 orders.  Everything
+before the first importing event touches only fi_compat's own state, and
+after it that state is all that the import sees.  So:
+
+1. the root process imports torch and fi_compat (not flashinfer);
+2. each distinct pre-import prefix runs in a fork of the root and is checked
+   step by step against the model (16 prefixes, milliseconds each);
+3. the prefixes leave one of four fi_compat states (not installed with or
+   without the post-import hook registered, pending with 32 or with 64): one
+   fork per state runs a representative prefix and *really* imports flashinfer
+   there, so the post-import hook fires as it would;
+4. each order then runs in a fork of its state's process: the importing event
+   (plus the workaround, if that was it), the rest of the order, a check of
+   state / patched attributes / calls after every step, and a final
+   uninstall() that must restore every flashinfer attribute (identity).
+
+Each order writes ``OUT_DIR/order-<n>.json``; each prefix ``prefix-<n>.json``.
+Nothing here is collected by pytest (the file name does not start with test_).
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from types import ModuleType
+from typing import Any, Callable, Optional
+
+EVENTS = ("import", "install", "uninstall", "second-install", "workaround")
+IMPORTING = ("import", "workaround")
+SIZES = {"install": 32, "second-install": 64}
+CORE = "flashinfer.mla._core"
+BUILDER = "_build_mla_decode_tuning_config"
+CONFIG = "_mla_decode_tuning_config"
+TIMEOUT_S = 120
+
+
+def all_orders() -> list[tuple[str, ...]]:
+    return list(itertools.permutations(EVENTS))
+
+
+def split(order: tuple[str, ...]) -> tuple[tuple[str, ...], int]:
+    """The events before the first importing one, and that one's index."""
+    index = next(i for i, event in enumerate(order) if event in IMPORTING)
+    return order[:index], index
+
+
+# --------------------------------------------------------------------------- the model
+
+
+class Model:
+    """What fi_compat and flashinfer should look like after each event."""
+
+    def __init__(self, cached_family: bool) -> None:
+        self.cached_family = cached_family  # 0.6.15.post1+: a functools.cache to bound
+        self.imported = False
+        self.phase = "not-installed"
+        self.maxsize: Optional[int] = None
+        self.hook = False
+        self.workaround = False
+        self.workaround_over_proxy = False  # the memo wraps a fi_compat proxy...
+        self.inner_proxy_active = False  # ...which is still active
+        self.builder_patched = False
+        self.config_patched = False
+        self.defers = False
+
+    def key(self) -> tuple:
+        """The pre-import state: all that the import can see."""
+        return (self.phase, self.maxsize if self.phase == "pending" else None, self.hook)
+
+    def apply(self, event: str) -> None:
+        if event in SIZES:
+            if self.phase == "not-installed":
+                self.maxsize = SIZES[event]
+                if self.imported:
+                    self._install()
+                else:
+                    self.phase, self.hook = "pending", True
+        elif event == "uninstall":
+            self.phase = "not-installed"
+            self.builder_patched = self.config_patched = self.defers = False
+            self.inner_proxy_active = False
+        elif event == "import":
+            if not self.imported:
+                self.imported = True
+                if self.phase == "pending":
+                    self._install()
+        elif event == "workaround":
+            self.apply("import")
+            self.workaround = True
+            # On top of fi_compat's proxy, the memo leaves that patch in place
+            # (inside it): status() still lists it until uninstall().
+            self.workaround_over_proxy = self.inner_proxy_active = self.builder_patched
+        else:
+            raise ValueError(event)
+
+    def _install(self) -> None:
+        self.config_patched = self.cached_family
+        self.builder_patched = not self.workaround
+        self.defers = self.workaround
+        self.phase = "installed" if (self.config_patched or self.builder_patched) else "deferred"
+
+    def patched(self) -> list[str]:
+        names = []
+        if self.config_patched:
+            names.append(f"{CORE}.{CONFIG}")
+        if self.builder_patched:
+            names.append(f"{CORE}.{BUILDER}")
+        return sorted(names)
+
+
+# --------------------------------------------------------------------------- the events
+
+
+def trtllm_style_memo(original: Callable) -> Callable:
+    """TensorRT-LLM's workaround as shared/flashinfer-notes.md describes it: a
+    dict memo on the builder, cleared whole at 256 entries, marked."""
+    entries: dict = {}
+
+    def memoized(**kwargs: Any) -> Any:
+        key = tuple((name, tuple(v.shape) if hasattr(v, "shape") else repr(v)) for name, v in sorted(kwargs.items()))
+        if key not in entries:
+            if len(entries) >= 256:
+                entries.clear()
+            entries[key] = original(**kwargs)
+        return entries[key]
+
+    memoized._trtllm_mla_tuning_config_cache = True
+    memoized._inner = original  # for the test only
+    return memoized
+
+
+class Runner:
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.snapshot: dict[tuple[str, str], Any] = {}
+        self.workaround: Optional[Callable] = None
+
+    def do(self, event: str) -> None:
+        import fi_compat
+
+        if event in SIZES:
+            fi_compat.install(maxsize=SIZES[event])
+        elif event == "uninstall":
+            fi_compat.uninstall()
+        elif event == "import":
+            self.import_flashinfer()
+        elif event == "workaround":
+            self.import_flashinfer()
+            core = sys.modules[CORE]
+            self.workaround = trtllm_style_memo(getattr(core, BUILDER))
+            setattr(core, BUILDER, self.workaround)
+
+    def import_flashinfer(self) -> None:
+        if "flashinfer" in sys.modules:
+            importlib.import_module(CORE)  # a second import is a no-op
+            return
+        self.host.patch_flashinfer()  # the real import (post-import hooks fire) + launch recorder
+        self.snapshot = originals()
+
+
+def flashinfer_modules() -> list[tuple[str, ModuleType]]:
+    return [(n, m) for n, m in list(sys.modules.items())
+            if isinstance(m, ModuleType) and (n == "flashinfer" or n.startswith("flashinfer."))]
+
+
+def originals() -> dict[tuple[str, str], Any]:
+    """Every flashinfer attribute right after the import, with any fi_compat
+    proxy the post-import hook already put in place replaced by its original."""
+    from fi_compat.wrappers import is_fi_compat_proxy
+
+    snapshot = {}
+    for name, module in flashinfer_modules():
+        for attribute, value in list(vars(module).items()):
+            snapshot[(name, attribute)] = value.__wrapped__ if is_fi_compat_proxy(value) else value
+    return snapshot
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check(model: Model, runner: Runner, step: str) -> None:
+    import fi_compat
+    from fi_compat import installer
+    from fi_compat.wrappers import is_fi_compat_proxy
+
+    def expect(condition: bool, what: str) -> None:
+        if not condition:
+            raise AssertionError(f"after {step}: {what}")
+
+    status = fi_compat.status()
+    expect(status["state"] == model.phase, f"state {status['state']!r}, expected {model.phase!r}")
+    expect(installer._state.hook_registered == model.hook, f"hook_registered {installer._state.hook_registered}")
+    expect(("flashinfer" in sys.modules) == model.imported, "flashinfer imported or not as expected")
+    if model.phase in ("pending", "installed", "deferred"):
+        expect(installer._state.settings["cache_size"].value == model.maxsize,
+               f"cache_size {installer._state.settings['cache_size'].value}, expected {model.maxsize}")
+    if not model.imported:
+        expect(status["patched"] == [] and status["caches"] == {}, f"patched {status['patched']} before import")
+        return
+    expect(sorted(status["patched"]) == model.patched(), f"patched {status['patched']}, expected {model.patched()}")
+    expect(status["trtllm_workaround"] == {"present": model.workaround, "fi_compat_defers": model.defers},
+           f"trtllm_workaround {status['trtllm_workaround']}")
+    for name, stats in status["caches"].items():
+        expect(stats["maxsize"] == model.maxsize, f"{name} maxsize {stats['maxsize']}, expected {model.maxsize}")
+    # the attributes themselves
+    core = sys.modules[CORE]
+    original_builder = runner.snapshot[(CORE, BUILDER)]
+    builder = getattr(core, BUILDER)
+    if model.workaround:
+        expect(builder is runner.workaround, "the builder is TensorRT-LLM's memo")
+        inner = runner.workaround._inner
+        if model.workaround_over_proxy:
+            expect(is_fi_compat_proxy(inner) and inner.__wrapped__ is original_builder, "memo wraps fi_compat's proxy")
+            expect(inner._self_active == model.inner_proxy_active, f"inner proxy active={inner._self_active}")
+        else:
+            expect(inner is original_builder, "memo wraps flashinfer's builder")
+    elif model.builder_patched:
+        expect(is_fi_compat_proxy(builder) and builder.__wrapped__ is original_builder, "builder proxied")
+    else:
+        expect(builder is original_builder, "builder is flashinfer's own")
+    if (CORE, CONFIG) in runner.snapshot:
+        config = getattr(core, CONFIG)
+        original_config = runner.snapshot[(CORE, CONFIG)]
+        if model.config_patched:
+            expect(is_fi_compat_proxy(config) and config.__wrapped__ is original_config, "config proxied")
+        else:
+            expect(config is original_config, "config is flashinfer's own functools.cache")
+    # and it all still works: the builder, and a decode launch through flashinfer
+    call_builder_and_decode(runner, step)
+
+
+def call_builder_and_decode(runner: Runner, step: str) -> None:
+    import torch
+
+    from support import decode_inputs, trtllm_call
+
+    core = sys.modules[CORE]
+    config = getattr(core, BUILDER)(
+        kv_cache=torch.empty(64, 32, 576, device="meta"),
+        block_tables=torch.empty(1, 64, dtype=torch.int32, device="meta"),
+        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
+        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512, max_seq_len=300,
+        device=torch.device("cpu"),
+    )
+    if type(config).__name__ != "TuningConfig":
+        raise AssertionError(f"after {step}: builder returned {type(config)}")
+    runner.host.recorder.clear()
+    import flashinfer.mla
+
+    trtllm_call(flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla, decode_inputs(torch, 1, 32, 64, 64), 999)
+    launched = runner.host.launches[-1].max_seq_len
+    if launched != 999:
+        raise AssertionError(f"after {step}: launch max_seq_len {launched}")
+
+
+def check_final_identity(model: Model, runner: Runner) -> None:
+    """After a last uninstall(): every attribute is flashinfer's own object
+    again, except the builder where TensorRT-LLM's memo stays (by design)."""
+    from fi_compat.wrappers import is_fi_compat_proxy
+
+    import fi_compat
+
+    fi_compat.uninstall()
+    changed = []
+    for name, module in flashinfer_modules():
+        for attribute, value in list(vars(module).items()):
+            if is_fi_compat_proxy(value):
+                changed.append(f"{name}.{attribute} is still a fi_compat proxy")
+            expected = runner.snapshot.get((name, attribute), value)
+            if (name, attribute) == (CORE, BUILDER) and model.workaround:
+                expected = runner.workaround
+            if value is not expected:
+                changed.append(f"{name}.{attribute} is not the original object")
+    if changed:
+        raise AssertionError("after the final uninstall: " + "; ".join(changed[:5]))
+    if model.workaround and model.workaround_over_proxy and runner.workaround._inner._self_active:
+        raise AssertionError("the proxy inside TensorRT-LLM's memo is still active after uninstall")
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def in_fork(body: Callable[[], Any], report_path: str) -> int:
+    """Run ``body`` in a child; it writes ``report_path``.  Returns the pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    started = time.perf_counter()
+    try:
+        signal.alarm(TIMEOUT_S)
+        report = body()
+        report["elapsed_s"] = round(time.perf_counter() - started, 3)
+        code = 0 if report.get("ok") else 1
+    except BaseException:
+        report = {"ok": False, "error": traceback.format_exc()}
+    try:
+        with open(report_path, "w") as handle:
+            json.dump(report, handle)
+    finally:
+        os._exit(code)
+
+
+def wait(pid: int) -> None:
+    os.waitpid(pid, 0)
+
+
+def run_prefix(prefix: tuple[str, ...], cached_family: bool, runner: Runner, model: Model) -> None:
+    check(model, runner, "start")
+    for event in prefix:
+        runner.do(event)
+        model.apply(event)
+        check(model, runner, event)
+
+
+def main(out_dir: str) -> int:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/ (support)
+    import torch
+
+    torch.set_num_threads(1)
+    from fi_compat.adapters import CachedConfigAdapter
+    from fi_compat.release import detect_release
+    from fi_compat.testing import CpuHost
+
+    import fi_compat  # noqa: F401  (imported once, before every fork)
+
+    release = detect_release().version
+    cached_family = CachedConfigAdapter.covers(release)
+    host = CpuHost()
+    host.patch_torch()  # flashinfer is *not* imported in this process
+    orders = all_orders()
+
+    # 2. every distinct prefix, checked in a fork of its own
+    prefixes = sorted({split(order)[0] for order in orders})
+    for index, prefix in enumerate(prefixes):
+        def body(prefix=prefix):
+            model = Model(cached_family)
+            run_prefix(prefix, cached_family, Runner(host), model)
+            return {"ok": True, "prefix": list(prefix), "key": list(model.key())}
+
+        wait(in_fork(body, os.path.join(out_dir, f"prefix-{index}.json")))
+
+    # 3-4. one real import per pre-import state; one fork per order under it
+    classes: dict[tuple, list[int]] = {}
+    for number, order in enumerate(orders):
+        model = Model(cached_family)
+        for event in split(order)[0]:
+            model.apply(event)
+        classes.setdefault(model.key(), []).append(number)
+    for class_index, (key, numbers) in enumerate(classes.items()):
+        representative = split(orders[numbers[0]])[0]
+
+        def state_process(representative=representative, numbers=numbers, key=key):
+            runner, model = Runner(host), Model(cached_family)
+            run_prefix(representative, cached_family, runner, model)
+            assert model.key() == key
+            started = time.perf_counter()
+            runner.import_flashinfer()  # the real import: the post-import hook fires here
+            imported_s = time.perf_counter() - started
+            for number in numbers:
+                wait(in_fork(lambda number=number: run_order(orders[number], runner, model, key),
+                             os.path.join(out_dir, f"order-{number}.json")))
+            return {"ok": True, "key": list(key), "import_s": round(imported_s, 3)}
+
+        wait(in_fork(state_process, os.path.join(out_dir, f"state-{class_index}.json")))
+    with open(os.path.join(out_dir, "meta.json"), "w") as handle:
+        json.dump({"release": str(release), "cached_family": cached_family, "orders": [list(o) for o in orders],
+                   "prefixes": [list(p) for p in prefixes], "states": len(classes)}, handle)
+    return 0
+
+
+def run_order(order: tuple[str, ...], runner: Runner, model: Model, key: tuple) -> dict:
+    """In a fork of the state process: flashinfer was just imported from ``key``."""
+    prefix, index = split(order)
+    steps = []
+    event = order[index]
+    # the import already happened in the parent; the model catches up with it
+    model.apply("import")
+    if event == "workaround":
+        runner.do("workaround")
+        model.apply("workaround")
+    check(model, runner, event)
+    steps.append({"event": event, "state": model.phase})
+    for event in order[index + 1:]:
+        runner.do(event)
+        model.apply(event)
+        check(model, runner, event)
+        steps.append({"event": event, "state": model.phase})
+    check_final_identity(model, runner)
+    return {"ok": True, "order": list(order), "prefix": list(prefix), "pre_import_state": list(key), "steps": steps}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1]))
