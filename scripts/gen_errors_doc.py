@@ -1,0 +1,92 @@
+"""Write docs/errors.md from the bad-input catalogue (tests/errors_catalogue.py).
+
+    python scripts/gen_errors_doc.py            # rewrite docs/errors.md
+    python scripts/gen_errors_doc.py --check    # exit 1 if it is out of date
+
+Runs every row (fake flashinfer modules, nothing real is imported) and
+records the exception or warning and the message a user sees.
+tests/test_errors_catalogue.py fails when the file differs from this output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(ROOT, "docs", "errors.md")
+
+HEADER = """\
+# Errors and warnings
+
+Every error and warning a user can get from fi_compat's public entry points
+(`install()`, the `FI_COMPAT_*` environment variables, `mla_decode()`,
+`build_mla_decode_tuning_config()`, `apply_max_seq_len_policy()`) and the
+`fi-compat` command line, with the exact message.  Each message names what
+was given and what is accepted, or what was found and what to do next.
+
+This file is generated: `python scripts/gen_errors_doc.py` (from the
+repository root) runs every row of `tests/errors_catalogue.py` and writes it;
+`tests/test_errors_catalogue.py` fails when it is out of date.  Rows that
+involve flashinfer run against fake modules claiming the release shown, so
+the messages do not depend on the installed release.
+
+All errors derive from `fi_compat.FiCompatError` (typed errors) or are the
+built-in `ValueError` / `TypeError` / `ImportError` for invalid arguments;
+all warnings derive from `fi_compat.FiCompatWarning`.  Invalid settings raise
+before anything is patched.  The default-mode warnings are also logged once
+at WARNING on the `fi_compat` logger, prefixed `fi_compat: `.
+"""
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def render() -> str:
+    for path in (os.path.join(ROOT, "tests"), ROOT):  # this checkout's fi_compat, not an installed one
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    import errors_catalogue
+
+    logging.getLogger("fi_compat").disabled = True  # the log line repeats the warning
+    try:
+        lines = [HEADER]
+        sections: dict[str, list[str]] = {}  # entry point -> table rows, in order of first appearance
+        for row in errors_catalogue.ROWS:
+            outcome = errors_catalogue.run(row)
+            if outcome.raises != row.raises or row.contains not in outcome.message:
+                raise SystemExit(f"row {row.id}: got {outcome.raises}: {outcome.message!r}")
+            message = outcome.message
+            if row.raises.startswith("exit"):
+                first = message.splitlines()
+                message = first[-1] if "error:" in first[-1] else first[0] + " … (the full help follows)"
+            release = f" (flashinfer {row.release})" if row.layout is not None and row.release != "0.6.18" else ""
+            sections.setdefault(row.entry, []).append(
+                f"| {_cell(row.given)}{release} | `{row.raises}` | {_cell(message)} |")
+        for entry, rows in sections.items():
+            lines += ["", f"## `{entry}`", "", "| given | raises | message |", "|---|---|---|", *rows]
+        return "\n".join(lines) + "\n"
+    finally:
+        logging.getLogger("fi_compat").disabled = False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/errors.md is out of date")
+    args = parser.parse_args()
+    text = render()
+    if args.check:
+        with open(DOC, encoding="utf-8") as handle:
+            return 0 if handle.read() == text else 1
+    os.makedirs(os.path.dirname(DOC), exist_ok=True)
+    with open(DOC, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    print(f"wrote {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

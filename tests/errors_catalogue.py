@@ -1,0 +1,299 @@
+"""The bad-input catalogue: every public entry point and the CLI, fed wrong
+types, out-of-range sizes, unknown policy names and malformed environment
+variables, plus every typed error and warning fi_compat raises.
+
+One table, two readers: ``tests/test_errors_catalogue.py`` runs each row and
+checks the exception type, the message fragment and that nothing was
+installed; ``scripts/gen_errors_doc.py`` runs the same rows and writes the
+messages a user sees into ``docs/errors.md`` (a test fails when that file is
+out of date).
+
+Rows that reach flashinfer run against the fake core modules of
+``tests/fakes.py`` with a pinned release, so every message is the same on
+every installed release (and no flashinfer import is needed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional
+
+from packaging.version import Version
+
+import fakes
+
+NOT_DEFAULT = object()  # a non-default value for any keyword
+
+
+@dataclass(frozen=True)
+class Row:
+    """``call()`` runs in :func:`sandbox` (``env``, fake ``layout`` claiming ``release``)."""
+
+    id: str
+    entry: str  # what a user calls, e.g. "install()", "FI_COMPAT_CACHE_SIZE", "fi-compat"
+    given: str  # the bad input, in words a user recognises
+    call: Callable[[], Any]
+    raises: str  # exception or warning class name, or "exit 2"
+    contains: str  # a fragment the message must contain
+    env: dict = field(default_factory=dict)
+    layout: Optional[str] = "0.6.18"  # None: flashinfer not importable
+    release: str = "0.6.18"
+    replace: dict = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    raises: str
+    message: str
+    state: str  # fi_compat's state afterwards
+
+
+@contextlib.contextmanager
+def sandbox(row: Row) -> Iterator[None]:
+    """Environment, a fake core module and a pinned release; all undone after."""
+    import fi_compat
+    from fi_compat import installer
+    from fi_compat.adapters.specs import CORE_MODULE
+    from fi_compat.release import ReleaseInfo
+
+    saved_env = {k: v for k, v in os.environ.items() if k.startswith("FI_COMPAT_")}
+    saved_module = sys.modules.get(CORE_MODULE, None)
+    had_module = CORE_MODULE in sys.modules
+    saved_detect = installer.detect_release
+    fi_compat.uninstall()
+    try:
+        for key in saved_env:
+            del os.environ[key]
+        os.environ.update(row.env)
+        if row.layout is None:
+            sys.modules[CORE_MODULE] = None  # type: ignore[assignment]  (import fails)
+        else:
+            sys.modules[CORE_MODULE] = fakes.fake_core(row.layout, replace=row.replace)
+        info = ReleaseInfo(Version(row.release), "metadata", metadata_version=row.release)
+        installer.detect_release = lambda: info
+        yield
+    finally:
+        fi_compat.uninstall()
+        installer.detect_release = saved_detect
+        if had_module:
+            sys.modules[CORE_MODULE] = saved_module
+        else:
+            sys.modules.pop(CORE_MODULE, None)
+        for key in [k for k in os.environ if k.startswith("FI_COMPAT_")]:
+            del os.environ[key]
+        os.environ.update(saved_env)
+
+
+def run(row: Row) -> Outcome:
+    """Run one row; the first fi_compat warning counts as the outcome if nothing raised."""
+    import fi_compat
+    from fi_compat.errors import FiCompatWarning
+
+    with sandbox(row):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                row.call()
+            except SystemExit as exc:
+                return Outcome(f"exit {exc.code}", _last_stderr.getvalue().strip(), fi_compat.status()["state"])
+            except Exception as exc:  # noqa: BLE001  (that is the point)
+                return Outcome(type(exc).__name__, str(exc), fi_compat.status()["state"])
+        state = fi_compat.status()["state"]
+        for warning in caught:
+            if issubclass(warning.category, FiCompatWarning):
+                return Outcome(warning.category.__name__, str(warning.message), state)
+        return Outcome("nothing", "", state)
+
+
+_last_stderr = io.StringIO()
+
+
+def cli(*argv: str) -> Callable[[], Any]:
+    def call() -> Any:
+        from fi_compat.cli import main
+
+        global _last_stderr
+        _last_stderr = io.StringIO()
+        with contextlib.redirect_stderr(_last_stderr), contextlib.redirect_stdout(io.StringIO()):
+            code = main(list(argv))
+        raise SystemExit(code)
+
+    return call
+
+
+def install(**kwargs: Any) -> Callable[[], Any]:
+    def call() -> Any:
+        import fi_compat
+
+        return fi_compat.install(**kwargs)
+
+    return call
+
+
+def decode_args(max_seq_len: Any = 4096) -> list:
+    shaped = fakes.Shaped
+    return [shaped(4, 1, 128, 576), shaped(64, 32, 576), shaped(1 << 20), 128, 512, 64, shaped(4, 64), shaped(4),
+            max_seq_len]
+
+
+def mla_decode(*args: Any, **kwargs: Any) -> Callable[[], Any]:
+    def call() -> Any:
+        import fi_compat
+
+        return fi_compat.mla_decode(*args, **kwargs)
+
+    return call
+
+
+def builder_kwargs(**overrides: Any) -> dict:
+    values = dict(fakes.BUILDER_ARGS)
+    values.update(overrides)
+    return values
+
+
+def build(**kwargs: Any) -> Callable[[], Any]:
+    def call() -> Any:
+        import fi_compat
+
+        return fi_compat.build_mla_decode_tuning_config(**kwargs)
+
+    return call
+
+
+def policy(*args: Any, **kwargs: Any) -> Callable[[], Any]:
+    def call() -> Any:
+        import fi_compat
+
+        return fi_compat.apply_max_seq_len_policy(*args, **kwargs)
+
+    return call
+
+
+ACCEPTED_POLICY = dict(policy="bucket", page_size=32, capacity=4096)
+
+ROWS: list[Row] = [
+    # ---------------------------------------------------------------- install()
+    Row("install-maxsize-str", "install()", "maxsize='big'", install(maxsize="big"), "ValueError",
+        "maxsize='big' is not an integer"),
+    Row("install-maxsize-float", "install()", "maxsize=8.0", install(maxsize=8.0), "ValueError",
+        "maxsize=8.0 (float) is not an integer"),
+    Row("install-maxsize-bool", "install()", "maxsize=True", install(maxsize=True), "ValueError",
+        "maxsize=True (bool) is not an integer"),
+    Row("install-maxsize-zero", "install()", "maxsize=0", install(maxsize=0), "ValueError",
+        "maxsize=0 is out of range; accepted: 1 to 1048576"),
+    Row("install-maxsize-huge", "install()", "maxsize=2**21", install(maxsize=2**21), "ValueError",
+        "maxsize=2097152 is out of range"),
+    Row("install-policy-unknown", "install()", "max_seq_len_policy='fixed'", install(max_seq_len_policy="fixed"),
+        "ValueError", "is not a max_seq_len policy; accepted: exact, bucket, capacity"),
+    Row("install-policy-type", "install()", "max_seq_len_policy=3", install(max_seq_len_policy=3), "ValueError",
+        "max_seq_len_policy=3 is not a max_seq_len policy"),
+    Row("install-strict-str", "install()", "strict='maybe'", install(strict="maybe"), "ValueError",
+        "strict='maybe' is not a boolean"),
+    Row("install-strict-int", "install()", "strict=1", install(strict=1), "ValueError",
+        "strict=1 is not a boolean; accepted: True or False"),
+    Row("install-transparent-type", "install()", "transparent=[True]", install(transparent=[True]), "ValueError",
+        "transparent=[True] is not a boolean"),
+    Row("install-positional", "install()", "install(64)", lambda: __import__("fi_compat").install(64), "TypeError",
+        "takes 0 positional arguments"),
+    Row("install-unknown-keyword", "install()", "cache_size=64 (the keyword is maxsize)", install(cache_size=64),
+        "TypeError", "unexpected keyword argument 'cache_size'"),
+    # ---------------------------------------------------------------- environment
+    Row("env-cache-size-word", "FI_COMPAT_CACHE_SIZE", "'lots'", install(), "ValueError",
+        "FI_COMPAT_CACHE_SIZE='lots' is not an integer", env={"FI_COMPAT_CACHE_SIZE": "lots"}),
+    Row("env-cache-size-float", "FI_COMPAT_CACHE_SIZE", "'1.5'", install(), "ValueError",
+        "FI_COMPAT_CACHE_SIZE='1.5' is not an integer", env={"FI_COMPAT_CACHE_SIZE": "1.5"}),
+    Row("env-cache-size-zero", "FI_COMPAT_CACHE_SIZE", "'0'", install(), "ValueError",
+        "FI_COMPAT_CACHE_SIZE=0 is out of range", env={"FI_COMPAT_CACHE_SIZE": "0"}),
+    Row("env-cache-size-negative", "FI_COMPAT_CACHE_SIZE", "'-5'", install(), "ValueError",
+        "FI_COMPAT_CACHE_SIZE=-5 is out of range", env={"FI_COMPAT_CACHE_SIZE": "-5"}),
+    Row("env-policy", "FI_COMPAT_MAX_SEQ_LEN_POLICY", "'round'", install(), "ValueError",
+        "FI_COMPAT_MAX_SEQ_LEN_POLICY='round' is not a max_seq_len policy",
+        env={"FI_COMPAT_MAX_SEQ_LEN_POLICY": "round"}),
+    Row("env-strict", "FI_COMPAT_STRICT", "'maybe'", install(), "ValueError",
+        "FI_COMPAT_STRICT='maybe' is not a boolean; accepted: 0, 1, false, no, off, on, true, yes",
+        env={"FI_COMPAT_STRICT": "maybe"}),
+    Row("env-disable", "FI_COMPAT_DISABLE", "'2'", install(), "ValueError", "FI_COMPAT_DISABLE='2' is not a boolean",
+        env={"FI_COMPAT_DISABLE": "2"}),
+    Row("env-transparent", "FI_COMPAT_TRANSPARENT", "'enabled'", install(), "ValueError",
+        "FI_COMPAT_TRANSPARENT='enabled' is not a boolean", env={"FI_COMPAT_TRANSPARENT": "enabled"}),
+    Row("env-via-mla-decode", "FI_COMPAT_CACHE_SIZE (first mla_decode installs)", "'lots'",
+        mla_decode(*decode_args()), "ValueError", "FI_COMPAT_CACHE_SIZE='lots' is not an integer",
+        env={"FI_COMPAT_CACHE_SIZE": "lots"}),
+    # ---------------------------------------------------------------- mla_decode()
+    Row("decode-max-seq-len-str", "mla_decode()", "max_seq_len='4096'", mla_decode(*decode_args("4096")),
+        "ValueError", "max_seq_len='4096' (str) is not an int; accepted: an int from 1 to 2147483647"),
+    Row("decode-max-seq-len-float", "mla_decode()", "max_seq_len=4096.0", mla_decode(*decode_args(4096.0)),
+        "ValueError", "max_seq_len=4096.0 (float) is not an int"),
+    Row("decode-max-seq-len-bool", "mla_decode()", "max_seq_len=True", mla_decode(*decode_args(True)),
+        "ValueError", "max_seq_len=True (bool) is not an int"),
+    Row("decode-max-seq-len-zero", "mla_decode()", "max_seq_len=0", mla_decode(*decode_args(0)), "ValueError",
+        "max_seq_len=0 is out of range; accepted: 1 to 2147483647"),
+    Row("decode-max-seq-len-huge", "mla_decode()", "max_seq_len=2**31", mla_decode(*decode_args(2**31)),
+        "ValueError", "max_seq_len=2147483648 is out of range"),
+    Row("decode-max-seq-len-missing", "mla_decode()", "no max_seq_len", mla_decode(*decode_args()[:8]),
+        "TypeError", "missing required argument 'max_seq_len'"),
+    Row("decode-policy-unknown", "mla_decode()", "max_seq_len_policy='fixed'",
+        mla_decode(*decode_args(), max_seq_len_policy="fixed"), "ValueError",
+        "max_seq_len_policy='fixed' is not a max_seq_len policy"),
+    Row("decode-unknown-keyword", "mla_decode()", "max_kv_len=4096", mla_decode(*decode_args(), max_kv_len=4096),
+        "TypeError", "unexpected keyword argument 'max_kv_len'; accepted: query, kv_cache"),
+    Row("decode-too-many-positional", "mla_decode()", "34 positional arguments", mla_decode(*decode_args(), *[None] * 25),
+        "TypeError", "takes at most 33 positional arguments (34 given)"),
+    Row("decode-unsupported-keyword", "mla_decode()", "multi_ctas_kv_counter_buffer=<tensor> on 0.6.13",
+        mla_decode(*decode_args(), multi_ctas_kv_counter_buffer=fakes.Shaped(8)), "UnsupportedFeatureError",
+        "keyword 'multi_ctas_kv_counter_buffer' was added in flashinfer-python 0.6.15; the installed release "
+        "is 0.6.13", layout="0.6.15", release="0.6.13"),
+    Row("decode-no-flashinfer", "mla_decode()", "flashinfer-python not importable", mla_decode(*decode_args()),
+        "ImportError", "fi_compat.mla_decode needs flashinfer-python importable on this host",
+        env={"FI_COMPAT_DISABLE": "1"}, layout=None),
+    # ---------------------------------------------------------------- build_mla_decode_tuning_config()
+    Row("build-max-seq-len-str", "build_mla_decode_tuning_config()", "max_seq_len='64'",
+        build(**builder_kwargs(max_seq_len="64")), "ValueError", "max_seq_len='64' (str) is not an int"),
+    Row("build-max-seq-len-negative", "build_mla_decode_tuning_config()", "max_seq_len=-1",
+        build(**builder_kwargs(max_seq_len=-1)), "ValueError", "max_seq_len=-1 is out of range"),
+    Row("build-unknown-keyword", "build_mla_decode_tuning_config()", "page_size=32",
+        build(**builder_kwargs(page_size=32)), "TypeError", "unexpected keyword argument 'page_size'"),
+    Row("build-unsupported-keyword", "build_mla_decode_tuning_config()", "sinks=<tensor> on 0.6.13",
+        build(**builder_kwargs(sinks=fakes.Shaped(128))), "UnsupportedFeatureError",
+        "keyword 'sinks' was added in flashinfer-python 0.6.16; the installed release is 0.6.13",
+        layout="0.6.15", release="0.6.13"),
+    # ---------------------------------------------------------------- apply_max_seq_len_policy()
+    Row("policy-unknown", "apply_max_seq_len_policy()", "policy='fixed'",
+        policy(100, policy="fixed", page_size=32, capacity=4096), "ValueError",
+        "max_seq_len_policy='fixed' is not a max_seq_len policy; accepted: exact, bucket, capacity"),
+    Row("policy-max-seq-len", "apply_max_seq_len_policy()", "max_seq_len=-3", policy(-3, **ACCEPTED_POLICY),
+        "ValueError", "max_seq_len=-3 is out of range"),
+    Row("policy-page-size-zero", "apply_max_seq_len_policy()", "page_size=0",
+        policy(100, policy="bucket", page_size=0, capacity=4096), "ValueError",
+        "page_size=0 is out of range; accepted: a positive int"),
+    Row("policy-page-size-str", "apply_max_seq_len_policy()", "page_size='32'",
+        policy(100, policy="bucket", page_size="32", capacity=4096), "ValueError",
+        "page_size='32' (str) is not an int"),
+    Row("policy-capacity-str", "apply_max_seq_len_policy()", "capacity='4096'",
+        policy(100, policy="exact", page_size=32, capacity="4096"), "ValueError",
+        "capacity='4096' (str) is not an int"),
+    Row("policy-capacity-negative", "apply_max_seq_len_policy()", "capacity=-1",
+        policy(100, policy="capacity", page_size=32, capacity=-1), "ValueError",
+        "capacity=-1 is out of range; accepted: a positive int"),
+    # ---------------------------------------------------------------- typed errors and warnings
+    Row("strict-signature", "install(strict=True)", "a parameter renamed (0.6.18 layout)", install(strict=True),
+        "SignatureMismatchError", "_mla_decode_tuning_config parameter 'profile_seq_len' was renamed to "
+        "'profile_len'", replace=fakes.DRIFTS["0.6.18"]["renamed"].replace),
+    Row("strict-probe", "install(strict=True)", "same signature, other return type", install(strict=True),
+        "UnsupportedReleaseError", "returns builtins.dict, expected TuningConfig",
+        replace=fakes.DRIFTS["0.6.18"]["returns-other-type"].replace),
+    Row("default-drift", "install()", "a parameter renamed (0.6.18 layout)", install(), "UnsupportedReleaseWarning",
+        "fi_compat left flashinfer untouched (set FI_COMPAT_STRICT=1 to make this an error)",
+        replace=fakes.DRIFTS["0.6.18"]["renamed"].replace),
+    Row("unverified-release", "install()", "a release outside every verified range, signatures fit",
+        install(), "UnverifiedReleaseWarning", "flashinfer 0.7.5 is outside every verified range", release="0.7.5"),
+    # ---------------------------------------------------------------- CLI
+    Row("cli-no-command", "fi-compat", "no subcommand", cli(), "exit 2", "usage: fi-compat"),
+    Row("cli-unknown-command", "fi-compat", "frobnicate", cli("frobnicate"), "exit 2", "invalid choice: 'frobnicate'"),
+    Row("cli-unknown-option", "fi-compat", "--bogus", cli("--bogus"), "exit 2", "unrecognized arguments: --bogus"),
+]

@@ -1,0 +1,38 @@
+"""Issue 8: every row of the bad-input catalogue (tests/errors_catalogue.py)
+gives its clear error, installs nothing, and docs/errors.md lists exactly the
+messages the rows produce."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+import errors_catalogue
+from errors_catalogue import ROWS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import gen_errors_doc  # noqa: E402
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_bad_input_gives_a_clear_error(row):
+    outcome = errors_catalogue.run(row)
+    assert outcome.raises == row.raises, (outcome.raises, outcome.message)
+    assert row.contains in outcome.message, outcome.message
+    if row.entry.startswith(("install(", "FI_COMPAT_")) and row.raises.endswith("Error"):
+        # a refused setting installs nothing (mla_decode installs on first use, by design)
+        assert outcome.state == "not-installed", outcome.state
+
+
+def test_row_ids_are_unique():
+    assert len({row.id for row in ROWS}) == len(ROWS)
+
+
+def test_docs_errors_md_is_generated_from_the_catalogue():
+    with open(os.path.join(ROOT, "docs", "errors.md"), encoding="utf-8") as handle:
+        written = handle.read()
+    assert written == gen_errors_doc.render(), (
+        "docs/errors.md is out of date: run `python scripts/gen_errors_doc.py`")
