@@ -107,6 +107,9 @@ def install(
     :class:`~fi_compat.errors.UnsupportedReleaseWarning` and leaves flashinfer
     untouched.  Cost: microseconds, plus one builder call (the feature probe).
     """
+    if maxsize is not None:
+        # validated here too so the message names the keyword the caller used
+        maxsize = config.check_cache_size(maxsize, "maxsize")
     settings = config.resolve_all(strict=strict, cache_size=maxsize, max_seq_len_policy=max_seq_len_policy,
                                   transparent=transparent)
     with _lock:

@@ -42,6 +42,14 @@ def check_max_seq_len(value: object, what: str = "max_seq_len") -> int:
     raise ValueError(f"{what}={value} is out of range; accepted: 1 to {MAX_SEQ_LEN_LIMIT}")
 
 
+def _check_positive(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what}={value!r} ({type(value).__name__}) is not an int; accepted: a positive int")
+    if value <= 0:
+        raise ValueError(f"{what}={value} is out of range; accepted: a positive int")
+    return value
+
+
 def round_up_pages(pages: int) -> int:
     """Round a page count up to its top :data:`BUCKET_BITS` bits."""
     if pages < (1 << BUCKET_BITS):
@@ -56,6 +64,8 @@ def apply_max_seq_len_policy(max_seq_len: int, *, policy: str, page_size: int, c
     an input ``>= capacity`` is returned unchanged.  Raises ``ValueError`` for
     invalid input (see :func:`check_max_seq_len`) or an unknown policy."""
     max_seq_len = check_max_seq_len(max_seq_len)
+    _check_positive(page_size, "page_size")
+    _check_positive(capacity, "capacity")
     if policy == "exact" or max_seq_len >= capacity:
         if policy not in config.POLICIES:
             config.check_policy(policy, "max_seq_len_policy")
@@ -63,8 +73,6 @@ def apply_max_seq_len_policy(max_seq_len: int, *, policy: str, page_size: int, c
     if policy == "capacity":
         return capacity
     if policy == "bucket":
-        if page_size <= 0:
-            raise ValueError(f"page_size={page_size} must be positive")
         pages = -(-max_seq_len // page_size)
         return min(round_up_pages(pages) * page_size, capacity)
     config.check_policy(policy, "max_seq_len_policy")
