@@ -44,6 +44,10 @@ class _State:
         self.transparent: Optional[Any] = None  # fi_compat.decode.TransparentInstallation
         self.messages: list[str] = []
         self.hook_registered = False
+        # Bumped by every change of phase; fi_compat.decode compares it to
+        # know when its cached argument mapping is stale (one int compare
+        # per call instead of re-reading the whole state).
+        self.generation = 0
 
 
 _state = _State()
@@ -173,6 +177,7 @@ def _apply(module: Any) -> None:
         raise
     _state.installation = installation
     _state.phase = "installed" if steps else "deferred"
+    _state.generation += 1
     for note in notes:
         logger.info("fi_compat: %s", note)
     logger.debug("fi_compat: installed %s on flashinfer %s", selection.adapter.name, release)
@@ -207,6 +212,7 @@ def uninstall() -> dict[str, Any]:
         _state.phase = "not-installed"
         _state.selection = None
         _state.messages = leftovers
+        _state.generation += 1
         return status()
 
 
