@@ -179,3 +179,39 @@ def test_pip_without_json_option_falls_back_to_text(tmp_path):
         print("flashinfer-python (0.7.4)\\nAvailable versions: 0.7.4, 0.7.2")
         """)
     assert query_index(python, 5) == ["0.7.4", "0.7.2"]
+
+
+def _load_hooks(text: str) -> list[dict]:
+    """PyYAML when installed, else the flat ``- key: value`` subset this file uses."""
+    try:
+        import yaml
+    except ModuleNotFoundError:
+        hooks: list[dict] = []
+        for line in text.splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            if line.startswith("- "):
+                hooks.append({})
+                line = line[2:]
+            key, _, value = line.strip().partition(": ")
+            value = value.strip()
+            if value[:1] in "'\"" and value:
+                value = value[1:-1]
+            hooks[-1][key] = {"true": True, "false": False}.get(value, value)
+        return hooks
+    return yaml.safe_load(text)
+
+
+def test_pre_commit_hook_definition():
+    import re
+
+    repo = Path(__file__).resolve().parents[1]
+    (hook,) = _load_hooks((repo / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "fi-compat-guard" and hook["entry"] == "fi-compat guard"
+    assert hook["language"] == "python" and hook["pass_filenames"] is True
+    assert 'fi-compat = "fi_compat.cli:main"' in (repo / "pyproject.toml").read_text()
+    pattern = re.compile(hook["files"])
+    for path in ("requirements.txt", "svc/requirements-gpu.in", "constraints.txt", "requirements/base.txt"):
+        assert pattern.search(path), path
+    for path in ("setup.py", "docs/requirements.md", "src/my_requirements_parser.py"):
+        assert not pattern.search(path), path
