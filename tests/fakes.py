@@ -55,15 +55,19 @@ def call_by_name(function: Callable, **values: Any) -> Any:
     drifted signature (renamed, lost, gained) is still called the way that
     drifted flashinfer itself would call it: unknown names get ``None``,
     missing optional ones their default."""
-    args = []
+    args, kwargs = [], {}
     for name, parameter in inspect.signature(function).parameters.items():
         if name in values:
-            args.append(values[name])
+            value = values[name]
         elif parameter.default is not inspect.Parameter.empty:
-            args.append(parameter.default)
+            value = parameter.default
         else:
-            args.append(None)
-    return function(*args)
+            value = None
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+            kwargs[name] = value
+        else:
+            args.append(value)
+    return function(*args, **kwargs)
 
 
 def _config_018(buckets, num_pages, profile_seq_len, has_sparse_mla_top_k_lens=False, sparse_top_k_width=0,
@@ -133,6 +137,17 @@ def config_renamed(buckets, num_pages, profile_len, has_sparse_mla_top_k_lens=Fa
 def config_positional_only(buckets, num_pages, profile_seq_len, /, has_sparse_mla_top_k_lens=False,
                            sparse_top_k_width=0, enable_dcp=False, cp_world=1, cp_rank=0):
     return TuningConfig(())
+
+
+def config_keyword_only(buckets, num_pages, *, profile_seq_len, has_sparse_mla_top_k_lens=False,
+                        sparse_top_k_width=0, enable_dcp=False, cp_world=1, cp_rank=0):
+    return TuningConfig(())
+
+
+def builder_keyword_only(kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank,
+                         *, max_seq_len, device):
+    return _builder_015(kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank,
+                        max_seq_len, device)
 
 
 def config_returns_dict(buckets, num_pages, profile_seq_len, has_sparse_mla_top_k_lens=False,
@@ -215,6 +230,8 @@ DRIFTS: dict[str, dict[str, Drift]] = {
                          {_CONFIG: functools.cache(config_renamed)}),
         "positional-only": Drift("0.6.18", _CONFIG, "became positional-only",
                                  {_CONFIG: functools.cache(config_positional_only)}),
+        "keyword-only": Drift("0.6.18", _CONFIG, "'profile_seq_len' became keyword-only",
+                              {_CONFIG: functools.cache(config_keyword_only)}),
         "lost-cache": Drift("0.6.18", _CONFIG, "lost its functools.cache decorator", {_CONFIG: _config_018}),
         "vanished": Drift("0.6.18", _CONFIG, "is missing", remove=(_CONFIG,)),
         "moved": Drift("0.6.18", _CONFIG, "is missing (moved or removed)", remove=(_CONFIG,),
@@ -233,6 +250,8 @@ DRIFTS: dict[str, dict[str, Drift]] = {
                          {_BUILDER: builder_renamed}),
         "positional-only": Drift("0.6.15", _BUILDER, "became positional-only",
                                  {_BUILDER: builder_positional_only}),
+        "keyword-only": Drift("0.6.15", _BUILDER, "'max_seq_len' became keyword-only",
+                              {_BUILDER: builder_keyword_only}),
         # This family relies on a builder *without* a cache (it memoizes it
         # itself); the mirror image of lost-cache is a builder that gained one.
         "gained-cache": Drift("0.6.15", _BUILDER, "gained a cache decorator",

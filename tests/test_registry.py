@@ -97,8 +97,8 @@ DRIFT_CASES = [
 def test_every_adapter_has_a_drift_layout():
     assert set(ADAPTER_LAYOUTS) == set(ADAPTERS)
     cases = [set(fakes.DRIFTS[layout]) for layout, _ in ADAPTER_LAYOUTS.values()]
-    common = {"gained-required", "lost-parameter", "renamed", "positional-only", "vanished", "moved",
-              "returns-other-type", "raises"}
+    common = {"gained-required", "lost-parameter", "renamed", "positional-only", "keyword-only", "vanished",
+              "moved", "returns-other-type", "raises"}
     assert all(common <= c for c in cases)
 
 
@@ -170,13 +170,16 @@ def test_drift_found_by_the_post_import_hook_is_handled_alike(adapter, use_fake,
     drift = fakes.DRIFTS[layout]["raises"]
     module = drift.core()
     monkeypatch.delitem(sys.modules, CORE_MODULE, raising=False)
+    monkeypatch.delitem(sys.modules, "flashinfer", raising=False)
     info = ReleaseInfo(Version(release), "metadata", metadata_version=release)
     monkeypatch.setattr(installer, "detect_release", lambda: info)
     assert fi_compat.install()["state"] == "pending"
     before = dict(vars(module))
+    package = types.ModuleType("flashinfer")
+    monkeypatch.setitem(sys.modules, "flashinfer", package)
     monkeypatch.setitem(sys.modules, CORE_MODULE, module)
     with caplog.at_level(logging.WARNING, logger="fi_compat"), pytest.warns(UnsupportedReleaseWarning):
-        installer._on_flashinfer_import(module)  # what wrapt calls when the import completes
+        installer._on_flashinfer_import(package)  # what wrapt calls when the import completes
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING][0].count(drift.words) == 1
     assert fi_compat.status()["state"] == "unsupported" and vars(module) == before
 
