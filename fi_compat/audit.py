@@ -19,6 +19,7 @@ import ast
 import json
 import os
 import sys
+import zipfile
 from typing import Any, Iterable, Iterator, Optional
 
 from .audit_scan import (
@@ -76,6 +77,9 @@ def run_audit(*, source_dir: Optional[str] = None, wheel: Optional[str] = None, 
     if wheel is not None:
         if not os.path.isfile(wheel):
             raise FileNotFoundError(f"wheel not found: {wheel}")
+        if not zipfile.is_zipfile(wheel):
+            # iter_wheel reads lazily: without this the scan dies with a traceback
+            raise zipfile.BadZipFile(f"not a wheel (a .whl file is a zip archive): {wheel}")
         kind, where, sources = "wheel", os.path.abspath(wheel), iter_wheel(wheel)
     else:
         kind = "source" if source_dir is not None else "installed"
@@ -198,9 +202,12 @@ def run(args: argparse.Namespace) -> int:
         print("fi-compat audit: --live measures the installed flashinfer; it cannot be combined with "
               "--source or --wheel", file=sys.stderr)
         return EXIT_NOTHING_TO_AUDIT
+    if args.steps is not None and args.steps < 1:
+        print(f"fi-compat audit: --steps {args.steps}: must be at least 1", file=sys.stderr)
+        return EXIT_NOTHING_TO_AUDIT
     try:
         report = run_audit(source_dir=args.source, wheel=args.wheel, exact=args.exact)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, zipfile.BadZipFile) as exc:
         if args.json:
             print(json.dumps({"schema_version": SCHEMA_VERSION, "error": str(exc)}, indent=2))
         else:
