@@ -24,7 +24,9 @@ HEADER = """\
 Every error and warning a user can get from fi_compat's public entry points
 (`install()`, the `FI_COMPAT_*` environment variables, `mla_decode()`,
 `build_mla_decode_tuning_config()`, `apply_max_seq_len_policy()`) and the
-`fi-compat` command line, with the exact message.  Each message names what
+`fi-compat` command line (`guard`, `doctor`, `audit`, `soak`), with the exact
+message.  `fi-compat guard` prints its per-file errors in its report table
+(or `--json` "reason") and exits 2; file names appear as given.  Each message names what
 was given and what is accepted, or what was found and what to do next.
 
 This file is generated: `python scripts/gen_errors_doc.py` (from the
@@ -60,9 +62,14 @@ def render() -> str:
             if outcome.raises != row.raises or row.contains not in outcome.message:
                 raise SystemExit(f"row {row.id}: got {outcome.raises}: {outcome.message!r}")
             message = outcome.message
-            if row.raises.startswith("exit"):
-                first = message.splitlines()
-                message = first[-1] if "error:" in first[-1] else first[0] + " … (the full help follows)"
+            lines_of = message.splitlines()
+            if len(lines_of) > 1:  # argparse: usage then the error; help: usage first; pip parse errors: caret lines
+                if "error:" in lines_of[-1]:
+                    message = lines_of[-1]
+                elif lines_of[0].startswith("usage:"):
+                    message = lines_of[0] + " … (the full help follows)"
+                else:
+                    message = lines_of[0] + " (then the line, with a caret under the problem)"
             release = f" (flashinfer {row.release})" if row.layout is not None and row.release != "0.6.18" else ""
             sections.setdefault(row.entry, []).append(
                 f"| {_cell(row.given)}{release} | `{row.raises}` | {_cell(message)} |")

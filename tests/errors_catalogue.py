@@ -18,7 +18,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import sys
+import tempfile
+import types
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
@@ -44,6 +47,7 @@ class Row:
     layout: Optional[str] = "0.6.18"  # None: flashinfer not importable
     release: str = "0.6.18"
     replace: dict = field(default_factory=dict)
+    files: dict = field(default_factory=dict)  # name -> bytes, written to a temporary working directory
 
 
 @dataclass
@@ -54,7 +58,7 @@ class Outcome:
 
 
 @contextlib.contextmanager
-def sandbox(row: Row) -> Iterator[None]:
+def sandbox(row: Row) -> Iterator[str]:
     """Environment, a fake core module and a pinned release; all undone after."""
     import fi_compat
     from fi_compat import installer
@@ -62,28 +66,38 @@ def sandbox(row: Row) -> Iterator[None]:
     from fi_compat.release import ReleaseInfo
 
     saved_env = {k: v for k, v in os.environ.items() if k.startswith("FI_COMPAT_")}
-    saved_module = sys.modules.get(CORE_MODULE, None)
-    had_module = CORE_MODULE in sys.modules
+    saved = {name: sys.modules[name] for name in (CORE_MODULE, "flashinfer") if name in sys.modules}
     saved_detect = installer.detect_release
     fi_compat.uninstall()
+    saved_cwd = os.getcwd()
+    workdir = tempfile.mkdtemp(prefix="fi-compat-errors-")
     try:
+        os.chdir(workdir)
+        for name, content in row.files.items():
+            with open(name, "wb") as handle:
+                handle.write(content)
         for key in saved_env:
             del os.environ[key]
         os.environ.update(row.env)
         if row.layout is None:
+            sys.modules.pop("flashinfer", None)
             sys.modules[CORE_MODULE] = None  # type: ignore[assignment]  (import fails)
         else:
+            sys.modules["flashinfer"] = types.ModuleType("flashinfer")
             sys.modules[CORE_MODULE] = fakes.fake_core(row.layout, replace=row.replace)
         info = ReleaseInfo(Version(row.release), "metadata", metadata_version=row.release)
         installer.detect_release = lambda: info
-        yield
+        yield workdir
     finally:
+        os.chdir(saved_cwd)
+        shutil.rmtree(workdir, ignore_errors=True)
         fi_compat.uninstall()
         installer.detect_release = saved_detect
-        if had_module:
-            sys.modules[CORE_MODULE] = saved_module
-        else:
-            sys.modules.pop(CORE_MODULE, None)
+        for name in (CORE_MODULE, "flashinfer"):
+            if name in saved:
+                sys.modules[name] = saved[name]
+            else:
+                sys.modules.pop(name, None)
         for key in [k for k in os.environ if k.startswith("FI_COMPAT_")]:
             del os.environ[key]
         os.environ.update(saved_env)
@@ -91,39 +105,73 @@ def sandbox(row: Row) -> Iterator[None]:
 
 def run(row: Row) -> Outcome:
     """Run one row; the first fi_compat warning counts as the outcome if nothing raised."""
+    with sandbox(row) as workdir:
+        outcome = _run(row)
+    for directory in {workdir, os.path.realpath(workdir)}:  # temporary paths would make the doc unstable
+        outcome.message = outcome.message.replace(directory + os.sep, "")
+    return outcome
+
+
+def _run(row: Row) -> Outcome:
     import fi_compat
     from fi_compat.errors import FiCompatWarning
 
-    with sandbox(row):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                row.call()
-            except SystemExit as exc:
-                return Outcome(f"exit {exc.code}", _last_stderr.getvalue().strip(), fi_compat.status()["state"])
-            except Exception as exc:  # noqa: BLE001  (that is the point)
-                return Outcome(type(exc).__name__, str(exc), fi_compat.status()["state"])
-        state = fi_compat.status()["state"]
-        for warning in caught:
-            if issubclass(warning.category, FiCompatWarning):
-                return Outcome(warning.category.__name__, str(warning.message), state)
-        return Outcome("nothing", "", state)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            row.call()
+        except SystemExit as exc:
+            return Outcome(f"exit {exc.code}", _cli_message(), fi_compat.status()["state"])
+        except Exception as exc:  # noqa: BLE001  (that is the point)
+            return Outcome(type(exc).__name__, str(exc), fi_compat.status()["state"])
+    state = fi_compat.status()["state"]
+    for warning in caught:
+        if issubclass(warning.category, FiCompatWarning):
+            return Outcome(warning.category.__name__, str(warning.message), state)
+    return Outcome("nothing", "", state)
 
 
 _last_stderr = io.StringIO()
+_last_stdout = io.StringIO()
+
+
+def _cli_message() -> str:
+    """What the user reads: a guard result's reason (``--json``), else stderr."""
+    out = _last_stdout.getvalue()
+    if out.lstrip().startswith("{"):
+        import json
+
+        results = json.loads(out).get("results") or []
+        errors = [r["reason"] for r in results if r.get("verdict") == "error"]
+        if errors:
+            return errors[0]
+    return _last_stderr.getvalue().strip()
 
 
 def cli(*argv: str) -> Callable[[], Any]:
     def call() -> Any:
         from fi_compat.cli import main
 
-        global _last_stderr
-        _last_stderr = io.StringIO()
-        with contextlib.redirect_stderr(_last_stderr), contextlib.redirect_stdout(io.StringIO()):
-            code = main(list(argv))
+        global _last_stderr, _last_stdout
+        _last_stderr, _last_stdout = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stderr(_last_stderr), contextlib.redirect_stdout(_last_stdout):
+            try:
+                code = main(list(argv))
+            except SystemExit as exc:  # argparse
+                code = exc.code
         raise SystemExit(code)
 
     return call
+
+
+def _zip(members: dict) -> bytes:
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in members.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
 
 
 def install(**kwargs: Any) -> Callable[[], Any]:
@@ -296,4 +344,72 @@ ROWS: list[Row] = [
     Row("cli-no-command", "fi-compat", "no subcommand", cli(), "exit 2", "usage: fi-compat"),
     Row("cli-unknown-command", "fi-compat", "frobnicate", cli("frobnicate"), "exit 2", "invalid choice: 'frobnicate'"),
     Row("cli-unknown-option", "fi-compat", "--bogus", cli("--bogus"), "exit 2", "unrecognized arguments: --bogus"),
+    # ---------------------------------------------------------------- fi-compat guard (never reaches the network)
+    Row("guard-nothing", "fi-compat guard", "no FILE, --pin or --wheel", cli("guard"), "exit 2",
+        "fi-compat guard: give requirement FILEs, --pin REQ or --wheel PATH"),
+    Row("guard-max-releases", "fi-compat guard", "--max-releases 0",
+        cli("guard", "--max-releases", "0", "--pin", "flashinfer-python==0.6.18"), "exit 2",
+        "--max-releases must be at least 1"),
+    Row("guard-max-releases-type", "fi-compat guard", "--max-releases many",
+        cli("guard", "--max-releases", "many", "--pin", "flashinfer-python==0.6.18"), "exit 2",
+        "argument --max-releases: invalid int value: 'many'"),
+    Row("guard-file-missing", "fi-compat guard", "a requirement file that does not exist",
+        cli("guard", "--offline", "--json", "missing.txt"), "exit 2", "missing.txt: no such requirement file"),
+    Row("guard-file-malformed", "fi-compat guard", "requirements.txt: flashinfer-python>=0.6.15,<<0.7",
+        cli("guard", "--offline", "--json", "requirements.txt"), "exit 2",
+        "requirements.txt:1: malformed requirement 'flashinfer-python>=0.6.15,<<0.7'",
+        files={"requirements.txt": b"flashinfer-python>=0.6.15,<<0.7\n"}),
+    Row("guard-file-remote-include", "fi-compat guard", "requirements.txt: -r https://example.com/r.txt",
+        cli("guard", "--offline", "--json", "requirements.txt"), "exit 2",
+        "requirements.txt:1: remote include 'https://example.com/r.txt' is not supported",
+        files={"requirements.txt": b"-r https://example.com/r.txt\n"}),
+    Row("guard-file-include-cycle", "fi-compat guard", "a.txt: -r b.txt, b.txt: -r a.txt",
+        cli("guard", "--offline", "--json", "a.txt"), "exit 2", "include cycle",
+        files={"a.txt": b"-r b.txt\n", "b.txt": b"-r a.txt\n"}),
+    Row("guard-file-direct-url", "fi-compat guard", "requirements.txt: flashinfer-python @ https://…/x.whl",
+        cli("guard", "--offline", "--json", "requirements.txt"), "exit 2",
+        "flashinfer-python from a direct URL",
+        files={"requirements.txt": b"flashinfer-python @ https://example.com/flashinfer_python-0.6.18-py3-none-any.whl\n"}),
+    Row("guard-file-not-text", "fi-compat guard", "a requirement file that is not UTF-8",
+        cli("guard", "--offline", "--json", "requirements.txt"), "exit 2", "requirements.txt: cannot read",
+        files={"requirements.txt": b"\xff\xfe\x00flashinfer"}),
+    Row("guard-pin-other", "fi-compat guard", "--pin numpy==1", cli("guard", "--offline", "--json", "--pin", "numpy==1"),
+        "exit 2", "--pin 'numpy==1': the guard checks flashinfer-python only"),
+    Row("guard-pin-malformed", "fi-compat guard", "--pin flashinfer-python===",
+        cli("guard", "--offline", "--json", "--pin", "flashinfer-python==="), "exit 2",
+        "--pin 'flashinfer-python===': malformed requirement"),
+    Row("guard-wheel-missing", "fi-compat guard", "--wheel nowhere.whl",
+        cli("guard", "--json", "--wheel", "nowhere.whl"), "exit 2", "nowhere.whl: no such file"),
+    Row("guard-wheel-not-zip", "fi-compat guard", "--wheel of a file that is not a zip",
+        cli("guard", "--json", "--wheel", "fake.whl"), "exit 2",
+        "fake.whl: not a zip archive, so not a wheel", files={"fake.whl": b"not a zip"}),
+    Row("guard-wheel-other-package", "fi-compat guard", "--wheel of another package's wheel",
+        cli("guard", "--json", "--wheel", "numpy.whl"), "exit 2", "numpy.whl: not a flashinfer-python wheel",
+        files={"numpy.whl": _zip({"numpy/__init__.py": ""})}),
+    # ---------------------------------------------------------------- fi-compat doctor / audit / soak
+    Row("doctor-unknown-option", "fi-compat doctor", "--bogus", cli("doctor", "--bogus"), "exit 2",
+        "unrecognized arguments: --bogus"),
+    Row("audit-source-missing", "fi-compat audit", "--source /nonexistent/flashinfer",
+        cli("audit", "--source", "/nonexistent/flashinfer"), "exit 2",
+        "fi-compat audit: nothing to audit: not a directory: /nonexistent/flashinfer"),
+    Row("audit-wheel-missing", "fi-compat audit", "--wheel nowhere.whl", cli("audit", "--wheel", "nowhere.whl"),
+        "exit 2", "fi-compat audit: nothing to audit: wheel not found: nowhere.whl"),
+    Row("audit-wheel-not-zip", "fi-compat audit", "--wheel of a file that is not a zip",
+        cli("audit", "--wheel", "fake.whl"), "exit 2",
+        "fi-compat audit: nothing to audit: not a wheel (a .whl file is a zip archive): fake.whl",
+        files={"fake.whl": b"not a zip"}),
+    Row("audit-top-type", "fi-compat audit", "--top many", cli("audit", "--top", "many"), "exit 2",
+        "argument --top: invalid int value: 'many'"),
+    Row("audit-steps", "fi-compat audit", "--live --steps 0", cli("audit", "--live", "--steps", "0"), "exit 2",
+        "fi-compat audit: --steps 0: must be at least 1"),
+    Row("audit-live-with-wheel", "fi-compat audit", "--live --wheel x.whl", cli("audit", "--live", "--wheel", "x.whl"),
+        "exit 2", "--live measures the installed flashinfer; it cannot be combined with --source or --wheel"),
+    Row("soak-steps", "fi-compat soak", "--steps 0", cli("soak", "--steps", "0"), "exit 2",
+        "argument --steps: 0 must be positive"),
+    Row("soak-maxsize", "fi-compat soak", "--maxsize 0", cli("soak", "--maxsize", "0"), "exit 2",
+        "argument --maxsize: 0 must be positive"),
+    Row("soak-context", "fi-compat soak", "--context 0", cli("soak", "--context", "0"), "exit 2",
+        "argument --context: 0 must be positive"),
+    Row("soak-policy", "fi-compat soak", "--policy fixed", cli("soak", "--policy", "fixed"), "exit 2",
+        "argument --policy: invalid choice: 'fixed'"),
 ]
