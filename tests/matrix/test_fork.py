@@ -9,6 +9,7 @@ A lock held by another thread at fork time stays held forever in the child
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import signal
@@ -92,6 +93,11 @@ def run_in_fork(core, host, hold_locks) -> dict:
         code = 1
         try:
             signal.alarm(CHILD_TIMEOUT_S)
+            faulthandler.dump_traceback_later(CHILD_TIMEOUT_S - 2, exit=False)  # where it hung, if it does
+            # torch's CPU thread pool (GNU OpenMP) is not fork-safe once the parent
+            # used it: keep the child's tensor work on the calling thread.  That is
+            # torch's limitation, not the fi_compat behaviour under test.
+            torch.set_num_threads(1)
             report = {"ok": True, "seen": child_checks(core, host)}
             code = 0
         except BaseException:
