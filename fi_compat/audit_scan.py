@@ -19,13 +19,13 @@ whole-file walk (``tests/test_audit.py`` checks the two agree).
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import re
 import zipfile
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional
 
+from .release import package_directories
 from .signatures import unbounded_memo_decorator
 
 # --------------------------------------------------------------------------- what looks per-request
@@ -182,13 +182,8 @@ def iter_wheel(wheel_path: str, package: str = "flashinfer") -> Iterator[SourceF
 
 def installed_package_dir(package: str = "flashinfer") -> Optional[str]:
     """The directory ``import flashinfer`` would load, found without importing it."""
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return list(spec.submodule_search_locations)[0]
+    directories = package_directories(package)
+    return directories[0] if directories else None
 
 
 # --------------------------------------------------------------------------- scanning

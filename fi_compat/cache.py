@@ -58,14 +58,12 @@ class BoundedCache:
 
     def get_or_compute(self, key: Hashable, compute: Callable[..., Any], *arguments: Any) -> Any:
         with self._lock:
-            try:
-                value = self._data[key]
-            except KeyError:
-                self.misses += 1
-            else:
+            value = self._data.get(key, _MISSING)
+            if value is not _MISSING:
                 self._data.move_to_end(key)
                 self.hits += 1
                 return value
+            self.misses += 1
         value = compute(*arguments)
         with self._lock:
             existing = self._data.get(key, _MISSING)

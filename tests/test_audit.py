@@ -20,6 +20,8 @@ import pytest
 from fi_compat import audit, audit_scan
 from fi_compat.audit_scan import SourceFile, classify_parameter, scan_file
 
+from support import site_without_flashinfer
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = "flashinfer.mla._core._mla_decode_tuning_config"
 NEAR_TOP = 3  # "near the top": within the first three of ~1,470 (0.7.4)
@@ -143,25 +145,8 @@ def test_cli_source_dir_json(tmp_path):
 # --------------------------------------------------------------------------- flashinfer absent
 
 
-def hidden_flashinfer_site(tmp_path: Path) -> Path:
-    """A site directory with every package of this venv except flashinfer (symlinks)."""
-    import sysconfig
-
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    site = tmp_path / "site"
-    if site.exists():
-        return site
-    site.mkdir()
-    for entry in purelib.iterdir():
-        lowered = entry.name.lower()
-        if lowered.startswith("flashinfer") or lowered.startswith("__editable__") or lowered.endswith(".pth"):
-            continue
-        (site / entry.name).symlink_to(entry)
-    return site
-
-
 def run_without_flashinfer(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    site = hidden_flashinfer_site(tmp_path)
+    site = site_without_flashinfer(tmp_path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]))
     return subprocess.run([sys.executable, "-S", "-m", "fi_compat", *args], capture_output=True, text=True,
                           cwd=tmp_path, env=env, timeout=120)

@@ -15,6 +15,8 @@ import pytest
 
 from fi_compat import doctor
 
+from support import site_without_flashinfer
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The schema, frozen here on purpose: changing a key in doctor.py without
@@ -138,18 +140,6 @@ def test_failed_import_leaves_no_half_initialised_flashinfer_behind(monkeypatch)
 
 
 # --------------------------------------------------------------------------- absent / other releases
-
-
-def site_without_flashinfer(tmp_path: Path) -> Path:
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    site = tmp_path / "site"
-    site.mkdir()
-    for entry in purelib.iterdir():
-        lowered = entry.name.lower()
-        if lowered.startswith("flashinfer") or lowered.startswith("__editable__") or lowered.endswith(".pth"):
-            continue
-        (site / entry.name).symlink_to(entry)
-    return site
 
 
 def doctor_in(site: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

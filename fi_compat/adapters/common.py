@@ -85,6 +85,11 @@ class ArgumentBinder:
         return {**self.defaults, **values}
 
 
+# Builder parameters that enter the key as they are (absent ones read as None).
+_SCALAR_KEY_NAMES = ("q_len", "num_heads", "kv_lora_rank", "has_sparse_mla_top_k_lens", "enable_dcp",
+                     "cp_world", "cp_rank")
+
+
 def builder_key(values: Mapping[str, Any]) -> Optional[Hashable]:
     """The memo key of ``_build_mla_decode_tuning_config`` (both families).
 
@@ -139,10 +144,7 @@ def builder_key(values: Mapping[str, Any]) -> Optional[Hashable]:
         except AttributeError:
             return None
         cute = (workspace_bytes, get("device"), max_seq_len, get("cute_dsl_impl"))
-    return (
-        num_pages, page_size, width, profile, runners, get("q_len"), get("num_heads"), get("kv_lora_rank"),
-        get("has_sparse_mla_top_k_lens"), get("enable_dcp"), get("cp_world"), get("cp_rank"), cute,
-    )
+    return (num_pages, page_size, width, profile, runners, cute, *map(get, _SCALAR_KEY_NAMES))
 
 
 def normalized_profile_max_seq_len(values: Mapping[str, Any]) -> int:
@@ -152,3 +154,26 @@ def normalized_profile_max_seq_len(values: Mapping[str, Any]) -> int:
     page_size = int(values["kv_cache"].shape[-2])
     width = int(values["block_tables"].shape[-1])
     return profile_ladder(min(as_int(values["max_seq_len"]) or 0, width * page_size))
+
+
+def call_key(binder: ArgumentBinder, key: Callable[[Mapping[str, Any]], Optional[Hashable]]
+             ) -> Callable[[tuple, dict], Optional[Hashable]]:
+    """``key`` applied to a call's arguments, for :class:`~fi_compat.wrappers.MemoizedFunction`.
+
+    flashinfer calls the builder with keywords only; that path checks the
+    names with two set comparisons and hands ``kwargs`` over without copying.
+    """
+    accepted, required = binder.accepted, binder.required
+    every = len(accepted)
+
+    def call_key_(args: tuple, kwargs: dict) -> Optional[Hashable]:
+        if args:
+            values = binder.bind(args, kwargs)
+            return None if values is None else key(values)
+        names = kwargs.keys()
+        # flashinfer passes every parameter: then one subset test proves both.
+        if names <= accepted and (len(names) == every or names >= required):
+            return key(kwargs)
+        return None
+
+    return call_key_

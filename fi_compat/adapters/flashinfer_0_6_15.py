@@ -21,7 +21,7 @@ from ..cache import BoundedCache
 from ..wrappers import MemoizedFunction
 from . import specs
 from .base import Adapter, PatchStep, carries_trtllm_marker, returns_tuning_config
-from .common import ArgumentBinder, builder_key, normalized_profile_max_seq_len
+from .common import ArgumentBinder, builder_key, call_key, normalized_profile_max_seq_len
 
 
 class FreshConfigAdapter(Adapter):
@@ -63,10 +63,6 @@ class FreshConfigAdapter(Adapter):
         binder = ArgumentBinder(builder)
         cache = BoundedCache("builder", maxsize)
 
-        def key(args, kwargs):
-            values = binder.bind(args, kwargs)
-            return None if values is None else builder_key(values)
-
         def compute(args, kwargs):
             values = binder.complete(binder.bind(args, kwargs))
             values["max_seq_len"] = normalized_profile_max_seq_len(values)
@@ -75,6 +71,6 @@ class FreshConfigAdapter(Adapter):
         step = PatchStep(
             module,
             "_build_mla_decode_tuning_config",
-            lambda original: MemoizedFunction(original, cache, key, compute, role="builder"),
+            lambda original: MemoizedFunction(original, cache, call_key(binder, builder_key), compute, role="builder"),
         )
         return [step], {"builder": cache}, []

@@ -28,7 +28,7 @@ from ..cache import BoundedCache
 from ..wrappers import MemoizedFunction
 from . import specs
 from .base import Adapter, PatchStep, carries_trtllm_marker, returns_tuning_config
-from .common import ArgumentBinder, as_int, builder_key, profile_ladder
+from .common import ArgumentBinder, as_int, builder_key, call_key, profile_ladder
 
 _CONFIG_DEFAULTS = (False, 0, False, 1, 0)  # has_sparse, sparse_top_k_width, enable_dcp, cp_world, cp_rank
 
@@ -117,10 +117,6 @@ class CachedConfigAdapter(Adapter):
             binder = ArgumentBinder(builder)
             builder_cache = BoundedCache("builder", maxsize)
 
-            def builder_memo_key(args: tuple, kwargs: dict) -> Optional[Hashable]:
-                values = binder.bind(args, kwargs)
-                return None if values is None else builder_key(values)
-
             def build(args: tuple, kwargs: dict) -> Any:
                 # The original builder calls the (now bounded) config cache,
                 # which applies the same profile ladder as builder_key.
@@ -130,7 +126,7 @@ class CachedConfigAdapter(Adapter):
                 PatchStep(
                     module,
                     "_build_mla_decode_tuning_config",
-                    lambda original: MemoizedFunction(original, builder_cache, builder_memo_key, build, role="builder"),
+                    lambda original: MemoizedFunction(original, builder_cache, call_key(binder, builder_key), build, role="builder"),
                 )
             )
             caches["builder"] = builder_cache
