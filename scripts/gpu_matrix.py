@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The GPU release matrix without nox (``nox -s gpu_matrix`` uses the same install steps).
+
+For each release: a venv with ``--system-site-packages`` (the machine's torch,
+never downloaded), flashinfer-python==X, fi_compat, then
+``scripts/matrix_run.py --platform gpu`` (``tests/matrix`` with the ``gpu``
+tests, no shim, plus the growth measurement on real CUDA tensors), which
+writes ``RESULTS/X.json``.
+
+Offline machines: ``--wheelhouse DIR`` (or ``FI_COMPAT_WHEELHOUSE``) holding
+``flashinfer_python-X-*.whl`` for the releases to run plus flashinfer's import
+dependencies for that machine's Python (``apache-tvm-ffi``, ``cuda-tile``,
+``nvidia-cutlass-dsl`` with its ``libs-base`` and ``libs-core``), ``wrapt>=2.4``
+and ``setuptools>=69`` (fi_compat's build backend).  Every non-flashinfer wheel
+there is installed with ``--no-deps``; nothing is fetched.
+
+    python3 scripts/gpu_matrix.py --wheelhouse /path/to/wheels            # every release found there
+    python3 scripts/gpu_matrix.py --wheelhouse DIR --releases 0.6.15 0.6.18 -- -x
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WHEELHOUSE_ENV = "FI_COMPAT_WHEELHOUSE"
+
+
+def flashinfer_wheel(release: str, wheelhouse: str) -> Path:
+    wheels = sorted(Path(wheelhouse).glob(f"flashinfer_python-{release}-*.whl"))
+    if not wheels:
+        raise FileNotFoundError(f"no flashinfer_python-{release}-*.whl in {wheelhouse}")
+    return wheels[0]
+
+
+def install_commands(release: str, wheelhouse: str | None, python: str, root: str) -> list[list[str]]:
+    """pip commands that put flashinfer ``release`` and fi_compat into the
+    environment of ``python``.  Raises FileNotFoundError when a wheelhouse is
+    given and holds no wheel for ``release``."""
+    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    if wheelhouse is None:
+        # Online: flashinfer with its dependencies (torch is already satisfied
+        # by the system site-packages, so pip leaves it alone).
+        return [pip + [f"flashinfer-python=={release}"], pip + ["-e", f"{root}[test]"]]
+    wheel = flashinfer_wheel(release, wheelhouse)
+    others = sorted(str(p) for p in Path(wheelhouse).glob("*.whl") if not p.name.startswith("flashinfer_python-"))
+    commands = []
+    if others:
+        commands.append(pip + ["--no-index", "--no-deps", *others])
+    commands.append(pip + ["--no-index", "--no-deps", str(wheel)])
+    commands.append(pip + ["--no-index", "--no-deps", "--no-build-isolation", root])
+    return commands
+
+
+def releases_in(wheelhouse: str) -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    try:
+        from fi_compat.releases import MATRIX_RELEASES
+    finally:
+        sys.path.pop(0)
+    found = []
+    for release in MATRIX_RELEASES:
+        try:
+            flashinfer_wheel(release, wheelhouse)
+        except FileNotFoundError:
+            continue
+        found.append(release)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python3", "scripts/gpu_matrix.py", *argv])  # recorded in each result
+    pytest_args: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, pytest_args = argv[:i], argv[i + 1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--wheelhouse", default=os.environ.get(WHEELHOUSE_ENV))
+    parser.add_argument("--releases", nargs="*", help="default: every matrix release with a wheel in the wheelhouse")
+    parser.add_argument("--venvs", default="/tmp/fi_compat_gpu_venvs")
+    parser.add_argument("--results", default=str(ROOT / "docs" / "compat-results" / "gpu"))
+    parser.add_argument("--skip-growth", action="store_true")
+    args = parser.parse_args(argv)
+    if args.wheelhouse:
+        args.wheelhouse = str(Path(args.wheelhouse).resolve())
+    releases = args.releases
+    if not releases:
+        if not args.wheelhouse:
+            parser.error("give --releases, or a --wheelhouse to take them from")
+        releases = releases_in(args.wheelhouse)
+
+    summary: list[tuple[str, str, float]] = []
+    for release in releases:
+        start = time.time()
+        venv = Path(args.venvs) / release
+        print(f"=== flashinfer {release}: venv {venv}", flush=True)
+        try:
+            subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--clear", str(venv)], check=True)
+            python = str(venv / "bin" / "python")
+            for cmd in install_commands(release, args.wheelhouse, python, str(ROOT)):
+                print("+", shlex.join(cmd), flush=True)
+                subprocess.run(cmd, check=True)
+        except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+            print(f"=== flashinfer {release}: install failed: {exc}", flush=True)
+            summary.append((release, "install failed", time.time() - start))
+            continue
+        run = [python, str(ROOT / "scripts" / "matrix_run.py"), "--platform", "gpu", "--results", args.results,
+               "--command", command, *(["--skip-growth"] if args.skip_growth else []),
+               *(["--", *pytest_args] if pytest_args else [])]
+        print("+", shlex.join(run), flush=True)
+        status = subprocess.call(run, cwd=ROOT)
+        summary.append((release, "verified" if status == 0 else f"failed ({status})", time.time() - start))
+    print("=== gpu_matrix summary")
+    for release, outcome, seconds in summary:
+        print(f"  {release:14} {outcome:18} {seconds:6.1f}s")
+    return 0 if summary and all(outcome == "verified" for _, outcome, _ in summary) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
