@@ -10,6 +10,7 @@ in a forked child.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
@@ -26,7 +27,7 @@ from .adapters.base import carries_trtllm_marker
 from .adapters.specs import CORE_MODULE
 from .errors import SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning, UnverifiedReleaseWarning
 from .release import ReleaseInfo, detect_release
-from .signatures import FoundFunction, FunctionSpec, found_from_callable
+from .signatures import POSITIONAL_OR_KEYWORD, FoundFunction, FoundParam, FunctionSpec, found_from_callable
 
 logger = logging.getLogger("fi_compat")
 
@@ -58,11 +59,29 @@ if hasattr(os, "register_at_fork"):
 
 
 def live_lookup(spec: FunctionSpec) -> Optional[FoundFunction]:
-    """Find ``spec`` among already-imported modules (never imports anything)."""
+    """Find ``spec`` among already-imported modules (never imports anything).
+
+    TensorRT-LLM's workaround replaces the builder with its own memo, which may
+    not expose the original's signature.  It looks through it when it can
+    (``__wrapped__``); otherwise the builder is taken as expected: TensorRT-LLM
+    installs only on a builder with 0.6.15's nine parameters, and fi_compat
+    never patches a builder that carries the workaround.
+    """
     module = sys.modules.get(spec.module)
     if module is None or not hasattr(module, spec.name):
         return None
-    return found_from_callable(spec.qualname, getattr(module, spec.name))
+    function = getattr(module, spec.name)
+    if carries_trtllm_marker(function):
+        underneath = inspect.unwrap(function)
+        if underneath is function or carries_trtllm_marker(underneath):
+            return FoundFunction(
+                spec.qualname,
+                tuple(FoundParam(p.name, POSITIONAL_OR_KEYWORD, not p.required) for p in spec.params),
+                memoized=bool(spec.memoized),
+                where="replaced by TensorRT-LLM's workaround",
+            )
+        function = underneath
+    return found_from_callable(spec.qualname, function)
 
 
 def install(

@@ -1,0 +1,94 @@
+"""fi_compat beside TensorRT-LLM's own builder memo, in both orders.
+
+TensorRT-LLM cannot be installed here; ``trtllm_style_memo`` reproduces what
+its workaround does as described in shared/flashinfer-notes.md (a dict memo
+on the builder, cleared whole at 256 entries, marked with
+``_trtllm_mla_tuning_config_cache = True``).  Written for this test, not
+copied.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import fi_compat
+from fi_compat.adapters import CachedConfigAdapter, FreshConfigAdapter
+
+from support import installed_release
+
+torch = pytest.importorskip("torch")
+
+
+def trtllm_style_memo(original):
+    entries: dict = {}
+
+    def memoized(**kwargs):
+        key = tuple(
+            (name, tuple(value.shape) if hasattr(value, "shape") else repr(value)) for name, value in sorted(kwargs.items())
+        )
+        if key not in entries:
+            if len(entries) >= 256:
+                entries.clear()
+            entries[key] = original(**kwargs)
+        return entries[key]
+
+    memoized._trtllm_mla_tuning_config_cache = True
+    return memoized
+
+
+@pytest.fixture
+def core(fi_cpu_host):
+    import flashinfer.mla._core as core
+
+    original = core._build_mla_decode_tuning_config
+    yield core
+    core._build_mla_decode_tuning_config = original
+
+
+def build(core, max_seq_len):
+    return core._build_mla_decode_tuning_config(
+        kv_cache=torch.empty(64, 32, 576, device="meta"),
+        block_tables=torch.empty(2, 512, dtype=torch.int32, device="meta"),
+        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
+        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512,
+        max_seq_len=max_seq_len, device=torch.device("cpu"),
+    )
+
+
+def test_workaround_first_then_fi_compat_adds_no_second_memo(core):
+    workaround = trtllm_style_memo(core._build_mla_decode_tuning_config)
+    core._build_mla_decode_tuning_config = workaround
+    state = fi_compat.install()
+    assert state["trtllm_workaround"] == {"present": True, "fi_compat_defers": True}
+    assert core._build_mla_decode_tuning_config is workaround  # nothing stacked on it
+    if CachedConfigAdapter.covers(installed_release()):
+        # the inner functools.cache is still bounded by fi_compat
+        assert state["patched"] == ["flashinfer.mla._core._mla_decode_tuning_config"]
+        for length in range(1000, 3000):
+            build(core, length)
+        assert fi_compat.status()["caches"]["config"]["currsize"] <= 256
+    else:
+        assert FreshConfigAdapter.covers(installed_release())
+        assert state["state"] == "deferred" and state["patched"] == []
+    fi_compat.uninstall()
+    assert core._build_mla_decode_tuning_config is workaround
+
+
+def test_fi_compat_first_then_workaround_on_top(core, caplog):
+    fi_compat.install()
+    proxy = core._build_mla_decode_tuning_config
+    workaround = trtllm_style_memo(proxy)
+    core._build_mla_decode_tuning_config = workaround
+    assert fi_compat.status()["trtllm_workaround"]["present"] is True
+    assert build(core, 4096) is build(core, 4096)
+    with caplog.at_level(logging.WARNING, logger="fi_compat"):
+        state = fi_compat.uninstall()
+    # The workaround stays in place (removing it would break TensorRT-LLM);
+    # fi_compat's proxy inside it becomes a pass-through and says so.
+    assert core._build_mla_decode_tuning_config is workaround
+    assert any("pass-through" in r.getMessage() for r in caplog.records)
+    assert any("pass-through" in n for n in state["notes"])
+    assert proxy._self_active is False
+    build(core, 5000)  # still works

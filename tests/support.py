@@ -1,0 +1,72 @@
+"""Helpers shared by the tests (not a fixture module)."""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+from packaging.version import Version
+
+from fi_compat.release import detect_release
+
+
+def installed_release() -> Version:
+    version = detect_release().version
+    assert version is not None, "these tests need flashinfer-python installed"
+    return version
+
+
+def flashinfer_attributes() -> dict[tuple[str, str], int]:
+    """id() of every attribute of every imported flashinfer module."""
+    snapshot = {}
+    for name, module in list(sys.modules.items()):
+        if isinstance(module, ModuleType) and (name == "flashinfer" or name.startswith("flashinfer.")):
+            for attribute, value in list(vars(module).items()):
+                snapshot[(name, attribute)] = id(value)
+    return snapshot
+
+
+def decode_inputs(torch: Any, batch: int = 4, page_size: int = 32, width: int = 4096, num_pages: int = 256,
+                  heads: int = 128, separate_kv_idx: bool = True) -> dict[str, Any]:
+    """Tensors for a DeepSeek-style MLA decode (kv_lora_rank 512, rope 64) on CPU."""
+    rank, rope = 512, 64
+    tables = (batch, 2, width) if separate_kv_idx else (batch, width)
+    return {
+        "query": torch.zeros(batch, 1, heads, rank + rope, dtype=torch.bfloat16),
+        "kv_cache": torch.zeros(num_pages, page_size, rank + rope, dtype=torch.bfloat16),
+        "workspace_buffer": torch.zeros(1 << 20, dtype=torch.uint8),
+        "block_tables": torch.zeros(tables, dtype=torch.int32),
+        "seq_lens": torch.full((batch,), 1, dtype=torch.int32),
+        "out": torch.zeros(batch, 1, heads, rank, dtype=torch.bfloat16),
+    }
+
+
+def trtllm_call(function: Any, t: dict[str, Any], max_seq_len: int, **extra: Any) -> Any:
+    """TensorRT-LLM's call pattern (shared/flashinfer-notes.md): 16 positional
+    arguments, then backend/is_var_seq/uses_shared_paged_kv_idx/counter keywords."""
+    return function(
+        t["query"], t["kv_cache"], t["workspace_buffer"], 128, 512, 64, t["block_tables"], t["seq_lens"],
+        max_seq_len, 0, t["out"], 1.0, 1.0, None, None, False,
+        backend="trtllm-gen", is_var_seq=True, uses_shared_paged_kv_idx=False,
+        multi_ctas_kv_counter_buffer=None, **extra,
+    )
+
+
+def launch_signature(launch: Any) -> tuple:
+    """A comparable view of a recorded launch: tensors by (shape, dtype, stride),
+    the rest by value, with max_seq_len (compared separately) blanked out."""
+    ints = [i for i, a in enumerate(launch.args) if type(a) is int]
+    max_seq_len_index = ints[1] if len(ints) > 1 else None
+    out = []
+    for index, value in enumerate(launch.args):
+        if index == max_seq_len_index:
+            out.append("max_seq_len")
+            continue
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            out.append(("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride())))
+        elif isinstance(value, (list, tuple)):
+            out.append(("seq", len(value)))
+        else:
+            out.append(value)
+    return tuple(out)

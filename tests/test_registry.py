@@ -1,0 +1,200 @@
+"""Registry outcomes (verified / unverified / unsupported) and install()'s
+reaction to each, on fake modules for drift no release has yet."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+
+import pytest
+from packaging.version import Version
+
+import fi_compat
+from fi_compat import installer
+from fi_compat.adapters import ADAPTERS, CachedConfigAdapter, FreshConfigAdapter, select
+from fi_compat.adapters.specs import CORE_MODULE
+from fi_compat.errors import (
+    SignatureMismatchError,
+    UnsupportedReleaseError,
+    UnsupportedReleaseWarning,
+    UnverifiedReleaseWarning,
+)
+from fi_compat.release import ReleaseInfo
+from fi_compat.signatures import found_from_callable
+
+import fakes
+
+
+def lookup_in(module):
+    def lookup(spec):
+        if spec.module != CORE_MODULE or not hasattr(module, spec.name):
+            return None
+        return found_from_callable(spec.qualname, getattr(module, spec.name))
+
+    return lookup
+
+
+@pytest.fixture
+def use_fake(monkeypatch):
+    """Put a fake core module in sys.modules and pretend a release is installed."""
+
+    def use(module, release):
+        monkeypatch.setitem(sys.modules, CORE_MODULE, module)
+        info = ReleaseInfo(Version(release), "metadata", metadata_version=release)
+        monkeypatch.setattr(installer, "detect_release", lambda: info)
+        return module
+
+    return use
+
+
+@pytest.mark.parametrize(
+    "release,adapter",
+    [("0.6.13", FreshConfigAdapter), ("0.6.15", FreshConfigAdapter), ("0.6.15.post1", CachedConfigAdapter),
+     ("0.6.16.post4", CachedConfigAdapter), ("0.7.4", CachedConfigAdapter), ("0.6.18+cu130", CachedConfigAdapter)],
+)
+def test_ranges_put_post_and_local_releases_where_they_belong(release, adapter):
+    assert [a for a in ADAPTERS if a.covers(Version(release))] == [adapter]
+
+
+@pytest.mark.parametrize("release", ["0.6.12", "0.6.18rc1", "0.7.4.post1", "0.7.5", "0.8.0"])
+def test_releases_outside_every_range(release):
+    assert not any(a.covers(Version(release)) for a in ADAPTERS)
+
+
+def test_verified_outcome():
+    selection = select(Version("0.6.18"), lookup_in(fakes.fake_core("0.6.18")))
+    assert (selection.outcome, selection.adapter) == ("verified", CachedConfigAdapter)
+    selection = select(Version("0.6.14"), lookup_in(fakes.fake_core("0.6.15")))
+    assert (selection.outcome, selection.adapter) == ("verified", FreshConfigAdapter)
+
+
+def test_unverified_release_uses_matching_adapter_with_one_warning(use_fake, caplog):
+    module = use_fake(fakes.fake_core("0.6.18"), "0.7.5")
+    with caplog.at_level(logging.WARNING, logger="fi_compat"), pytest.warns(UnverifiedReleaseWarning) as warned:
+        state = fi_compat.install()
+    assert state["outcome"] == "unverified" and state["adapter"] == CachedConfigAdapter.name
+    assert state["state"] == "installed"
+    records = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(records) == 1 and "0.7.5" in records[0].getMessage() and "outside every verified range" in records[0].getMessage()
+    assert len(warned) == 1
+    assert getattr(module._mla_decode_tuning_config, "_fi_compat_wrapper", False)
+
+
+@pytest.mark.parametrize("case", sorted(fakes.DRIFTS))
+def test_drift_default_mode_warns_once_and_leaves_flashinfer_untouched(case, use_fake, caplog):
+    replace, remove, words = fakes.DRIFTS[case]
+    module = use_fake(fakes.fake_core("0.6.18", replace=replace, remove=remove), "0.6.18")
+    before = dict(vars(module))
+    with caplog.at_level(logging.WARNING, logger="fi_compat"), pytest.warns(UnsupportedReleaseWarning) as warned:
+        state = fi_compat.install()
+    records = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(records) == 1, [r.getMessage() for r in records]
+    message = records[0].getMessage()
+    assert "0.6.18" in message and words in message
+    assert "_mla_decode_tuning_config" in message
+    assert len(warned) == 1 and words in str(warned[0].message)
+    assert state["state"] == "unsupported" and state["patched"] == []
+    assert vars(module) == before  # untouched: same objects
+    # and still working
+    assert module.trtllm_batch_decode_with_kv_cache_mla(*range(9)) == ("decoded", 8)
+
+
+@pytest.mark.parametrize("case", sorted(fakes.DRIFTS))
+def test_drift_strict_mode_raises_typed_error(case, use_fake):
+    replace, remove, words = fakes.DRIFTS[case]
+    module = use_fake(fakes.fake_core("0.6.18", replace=replace, remove=remove), "0.6.18")
+    before = dict(vars(module))
+    with pytest.raises((SignatureMismatchError, UnsupportedReleaseError)) as info:
+        fi_compat.install(strict=True)
+    assert words in str(info.value) and "0.6.18" in str(info.value)
+    if isinstance(info.value, SignatureMismatchError):
+        assert info.value.qualname == f"{CORE_MODULE}._mla_decode_tuning_config"
+        assert info.value.release == "0.6.18"
+        assert "profile_seq_len" in info.value.expected
+    assert vars(module) == before
+    assert fi_compat.status()["state"] == "not-installed"
+
+
+def test_strict_from_environment(use_fake, monkeypatch):
+    replace, remove, _ = fakes.DRIFTS["vanished"]
+    use_fake(fakes.fake_core("0.6.18", replace=replace, remove=remove), "0.6.18")
+    monkeypatch.setenv("FI_COMPAT_STRICT", "1")
+    with pytest.raises(SignatureMismatchError):
+        fi_compat.install()
+
+
+def test_function_moved_to_another_module_is_reported_missing(use_fake):
+    moved = fakes.fake_core("0.6.18", remove=("_build_mla_decode_tuning_config",))
+    use_fake(moved, "0.6.18")
+    with pytest.warns(UnsupportedReleaseWarning, match="_build_mla_decode_tuning_config: is missing"):
+        state = fi_compat.install()
+    assert state["state"] == "unsupported"
+
+
+def test_drift_in_range_falls_back_to_other_adapter_as_unverified(use_fake):
+    # A "0.6.18" without the functools.cache layout but with 0.6.15's builder
+    # signature: the fresh-config adapter fits, so it is used, unverified.
+    use_fake(fakes.fake_core("0.6.15"), "0.6.18")
+    with pytest.warns(UnverifiedReleaseWarning, match="signatures changed"):
+        state = fi_compat.install()
+    assert state["adapter"] == FreshConfigAdapter.name and state["outcome"] == "unverified"
+
+
+def test_install_is_idempotent_and_uninstall_restores_identity(use_fake, caplog):
+    module = use_fake(fakes.fake_core("0.6.18"), "0.6.18")
+    originals = dict(vars(module))
+    fi_compat.install()
+    wrapped = module._mla_decode_tuning_config
+    with caplog.at_level(logging.DEBUG, logger="fi_compat"):
+        fi_compat.install()
+    assert module._mla_decode_tuning_config is wrapped
+    assert any("nothing to do" in r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
+    fi_compat.uninstall()
+    assert all(vars(module)[k] is v for k, v in originals.items())
+    fi_compat.uninstall()  # again: harmless
+    assert all(vars(module)[k] is v for k, v in originals.items())
+
+
+def test_failure_part_way_leaves_nothing_half_installed(use_fake, monkeypatch):
+    module = use_fake(fakes.fake_core("0.6.18"), "0.6.18")
+    originals = dict(vars(module))
+    import fi_compat.adapters.base as base
+
+    real_wrap = base.wrapt.patches.wrap_object
+    calls = []
+
+    def failing_second(target, name, factory, *args, **kwargs):
+        calls.append(name)
+        if len(calls) == 2:
+            raise RuntimeError("simulated failure on the second patch")
+        return real_wrap(target, name, factory, *args, **kwargs)
+
+    monkeypatch.setattr(base.wrapt.patches, "wrap_object", failing_second)
+    with pytest.raises(RuntimeError, match="second patch"):
+        fi_compat.install()
+    assert all(vars(module)[k] is v for k, v in originals.items())
+
+
+def test_wrapper_reports_its_own_cache_not_flashinfers(use_fake):
+    module = use_fake(fakes.fake_core("0.6.18"), "0.6.18")
+    inner = module._mla_decode_tuning_config
+    fi_compat.install(maxsize=4)
+    proxy = module._mla_decode_tuning_config
+    for length in range(100, 110):
+        proxy((1, 2), 8, length)
+    info = proxy.cache_info()
+    assert info.maxsize == 4 and info.currsize <= 4
+    assert inner.cache_info().currsize == 0  # flashinfer's unbounded cache is bypassed
+    proxy.cache_clear()
+    assert proxy.cache_info().currsize == 0
+
+
+def test_installing_releases_what_the_unbounded_cache_held(use_fake):
+    module = use_fake(fakes.fake_core("0.6.18"), "0.6.18")
+    for length in range(50):
+        module._mla_decode_tuning_config((1,), 8, length)
+    assert module._mla_decode_tuning_config.cache_info().currsize == 50
+    inner = module._mla_decode_tuning_config
+    fi_compat.install()
+    assert inner.cache_info().currsize == 0
