@@ -194,9 +194,12 @@ def gpu_matrix(session: nox.Session, flashinfer: str) -> None:
     wheelhouse, rest = _wheelhouse(session)
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        from gpu_matrix import install_commands
+        from gpu_matrix import inherit_site_packages, install_commands
     finally:
         sys.path.pop(0)
+    # nox's own interpreter may be a venv (it is on the H200 image): see
+    # inherit_site_packages.
+    inherit_site_packages(str(_venv_python(Path(session.virtualenv.location))))
     try:
         commands = install_commands(flashinfer, wheelhouse, "python", str(ROOT))
     except FileNotFoundError as exc:

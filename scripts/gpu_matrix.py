@@ -21,10 +21,14 @@ there is installed with ``--no-deps``; nothing is fetched.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import concurrent.futures
 import os
 import shlex
+import site
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -58,6 +62,25 @@ def install_commands(release: str, wheelhouse: str | None, python: str, root: st
     return commands
 
 
+def inherit_site_packages(python: str) -> None:
+    """Make the venv of ``python`` see this interpreter's packages.
+
+    ``venv --system-site-packages`` exposes the *base* interpreter's
+    site-packages; when this interpreter is itself a venv (the H200 image's
+    ``python3`` is ``/opt/torch/.venv``, which holds torch) that is not where
+    the machine's torch lives, so a ``.pth`` file adds this interpreter's
+    site-packages after the new venv's own.  No-op outside a venv.
+    """
+    if sys.prefix == sys.base_prefix:
+        return
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+    lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in site.getsitepackages())
+    Path(purelib, "_fi_compat_inherit_site.pth").write_text(lines)
+
+
 def releases_in(wheelhouse: str) -> list[str]:
     sys.path.insert(0, str(ROOT))
     try:
@@ -87,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--venvs", default="/tmp/fi_compat_gpu_venvs")
     parser.add_argument("--results", default=str(ROOT / "docs" / "compat-results" / "gpu"))
     parser.add_argument("--skip-growth", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1, help="releases run at the same time (default 1)")
     args = parser.parse_args(argv)
     if args.wheelhouse:
         args.wheelhouse = str(Path(args.wheelhouse).resolve())
@@ -96,27 +120,45 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("give --releases, or a --wheelhouse to take them from")
         releases = releases_in(args.wheelhouse)
 
-    summary: list[tuple[str, str, float]] = []
-    for release in releases:
+    build_lock = threading.Lock()
+
+    def run_release(release: str) -> tuple[str, str, float]:
         start = time.time()
         venv = Path(args.venvs) / release
-        print(f"=== flashinfer {release}: venv {venv}", flush=True)
-        try:
-            subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--clear", str(venv)], check=True)
-            python = str(venv / "bin" / "python")
-            for cmd in install_commands(release, args.wheelhouse, python, str(ROOT)):
-                print("+", shlex.join(cmd), flush=True)
-                subprocess.run(cmd, check=True)
-        except (FileNotFoundError, subprocess.CalledProcessError) as exc:
-            print(f"=== flashinfer {release}: install failed: {exc}", flush=True)
-            summary.append((release, "install failed", time.time() - start))
-            continue
-        run = [python, str(ROOT / "scripts" / "matrix_run.py"), "--platform", "gpu", "--results", args.results,
-               "--command", command, *(["--skip-growth"] if args.skip_growth else []),
-               *(["--", *pytest_args] if pytest_args else [])]
-        print("+", shlex.join(run), flush=True)
-        status = subprocess.call(run, cwd=ROOT)
-        summary.append((release, "verified" if status == 0 else f"failed ({status})", time.time() - start))
+        log = Path(args.venvs) / f"{release}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "w") as out:
+            def say(text: str) -> None:
+                out.write(text + "\n")
+                out.flush()
+
+            say(f"=== flashinfer {release}: venv {venv}")
+            try:
+                subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--clear", str(venv)],
+                               check=True, stdout=out, stderr=subprocess.STDOUT)
+                python = str(venv / "bin" / "python")
+                inherit_site_packages(python)
+                for cmd in install_commands(release, args.wheelhouse, python, str(ROOT)):
+                    say("+ " + shlex.join(cmd))
+                    # Building fi_compat writes into the source tree: one at a time.
+                    with (build_lock if cmd[-1] == str(ROOT) else contextlib.nullcontext()):
+                        subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT)
+            except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+                say(f"=== flashinfer {release}: install failed: {exc}")
+                return release, "install failed", time.time() - start
+            run = [python, str(ROOT / "scripts" / "matrix_run.py"), "--platform", "gpu", "--results", args.results,
+                   "--command", command, *(["--skip-growth"] if args.skip_growth else []),
+                   *(["--", *pytest_args] if pytest_args else [])]
+            say("+ " + shlex.join(run))
+            status = subprocess.call(run, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        return release, "verified" if status == 0 else f"failed ({status})", time.time() - start
+
+    # Releases are independent (own venv, own process): run --jobs at a time.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        summary = []
+        for release, outcome, seconds in pool.map(run_release, releases):
+            summary.append((release, outcome, seconds))
+            print((Path(args.venvs) / f"{release}.log").read_text(), flush=True)
     print("=== gpu_matrix summary")
     for release, outcome, seconds in summary:
         print(f"  {release:14} {outcome:18} {seconds:6.1f}s")

@@ -73,7 +73,10 @@ def parse_junit(path: Path) -> dict[str, Any]:
 
 def device_name(platform_name: str) -> str:
     if platform_name == "gpu":
-        import torch
+        try:
+            import torch
+        except ImportError:
+            return "no torch"
 
         if not torch.cuda.is_available():
             return "no CUDA device"
@@ -140,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 growth = {"errors": {"run": f"measure_growth.py exited {growth_status} without a result"}}
 
-    import torch  # after the runs: its import is not part of what they measure
+    try:
+        import torch  # after the runs: its import is not part of what they measure
+    except ImportError:
+        torch = None
 
     result = {
         "schema": SCHEMA,
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         "adapter": adapters[0] if len(adapters) == 1 else (adapters or None),
         "device": device_name(args.platform),
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": getattr(torch, "__version__", None),
         "fi_compat": version_of("fi-compat"),
         "command": args.command,
         "date": datetime.date.today().isoformat(),
