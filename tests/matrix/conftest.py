@@ -9,7 +9,10 @@ Platforms (``FI_COMPAT_MATRIX_PLATFORM``, set by ``scripts/matrix_run.py``):
 ``gpu``
     ``nox -s gpu_matrix``: no shim.  ``fi_cpu_host`` is replaced by a host
     that stubs only the trtllm-gen kernel-module loader (real torch, real
-    device properties, real CUDA tensors), and ``fi_device`` is ``cuda``.
+    device properties, real CUDA tensors), ``fi_device`` is ``cuda``, and
+    torch's default device is ``cuda`` for the whole run, so the suite's
+    plain ``torch.zeros(...)`` inputs are CUDA tensors (explicit ``meta`` or
+    ``cpu`` tensors stay where they are asked to be).
     Tests marked ``gpu`` run; those also marked ``mla_kernel`` (they launch
     a real MLA kernel) skip with the reason "needs SM100/SM103" on any other
     device.
@@ -94,6 +97,25 @@ class CudaHost:
 
 
 if matrix_platform() == "gpu":
+
+    @pytest.fixture(scope="session", autouse=True)
+    def _cuda_default_device() -> Iterator[None]:
+        """The same suite on real CUDA tensors: tensors created without a
+        device land on the GPU (flashinfer's trtllm-gen path rejects CPU
+        tensors on a CUDA host)."""
+        try:
+            import torch
+        except ImportError:
+            yield
+            return
+        if not torch.cuda.is_available():
+            yield
+            return
+        torch.set_default_device("cuda")
+        try:
+            yield
+        finally:
+            torch.set_default_device(None)
 
     @pytest.fixture(scope="session")
     def fi_cpu_host() -> Iterator[Any]:  # noqa: F811  (overrides the plugin's shim)
