@@ -45,8 +45,8 @@ def cuda_inputs(fi_cpu_host, fi_device):
     g = torch.Generator(device="cpu").manual_seed(0)
     pages = batch * PAGES_PER_SEQ
     return dict(
-        query=torch.randn(batch, 1, HEADS, RANK + ROPE, generator=g).to(fi_device, torch.bfloat16),
-        kv_cache=torch.randn(pages, PAGE_SIZE, RANK + ROPE, generator=g).to(fi_device, torch.bfloat16),
+        query=torch.randn(batch, 1, HEADS, RANK + ROPE, generator=g, device="cpu").to(fi_device, torch.bfloat16),
+        kv_cache=torch.randn(pages, PAGE_SIZE, RANK + ROPE, generator=g, device="cpu").to(fi_device, torch.bfloat16),
         workspace_buffer=torch.zeros(128 << 20, dtype=torch.uint8, device=fi_device),
         block_tables=torch.arange(pages, dtype=torch.int32, device=fi_device).view(batch, PAGES_PER_SEQ),
         seq_lens=torch.tensor([100, 1000], dtype=torch.int32, device=fi_device),
@@ -184,8 +184,8 @@ def test_real_kernel_launch(fi_device):
     g = torch.Generator(device="cpu").manual_seed(1)
     pages = batch * PAGES_PER_SEQ
     t = dict(
-        query=torch.randn(batch, 1, HEADS, RANK + ROPE, generator=g).to(fi_device, torch.bfloat16),
-        kv_cache=torch.randn(pages, PAGE_SIZE, RANK + ROPE, generator=g).to(fi_device, torch.bfloat16),
+        query=torch.randn(batch, 1, HEADS, RANK + ROPE, generator=g, device="cpu").to(fi_device, torch.bfloat16),
+        kv_cache=torch.randn(pages, PAGE_SIZE, RANK + ROPE, generator=g, device="cpu").to(fi_device, torch.bfloat16),
         block_tables=torch.arange(pages, dtype=torch.int32, device=fi_device).view(batch, PAGES_PER_SEQ),
         seq_lens=torch.tensor([100, 1000], dtype=torch.int32, device=fi_device),
     )
