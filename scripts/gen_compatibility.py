@@ -78,8 +78,12 @@ def adapter_of(*results: Optional[dict[str, Any]]) -> str:
     return "—"
 
 
-def runs_section(title: str, results: dict[str, dict[str, Any]]) -> list[str]:
+def runs_section(title: str, results: dict[str, dict[str, Any]], notes: Optional[Path] = None) -> list[str]:
     lines = [f"### {title}", ""]
+    if notes is not None and notes.exists():
+        # How the run was set up (e.g. an offline machine's wheelhouse): kept
+        # beside the results it explains.
+        lines += [notes.read_text().strip(), ""]
     if not results:
         return lines + ["No results recorded.", ""]
     groups: dict[tuple, list[str]] = {}
@@ -100,6 +104,18 @@ def runs_section(title: str, results: dict[str, dict[str, Any]]) -> list[str]:
     if reasons:
         lines.append("- skips, summed over releases: " + "; ".join(
             f"{n} × \"{reason}\"" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])))
+    files = sorted({f for r in results.values() for f in r["pytest"].get("by_file", {})})
+    if files:
+        lines += ["", "| release | " + " | ".join(f"`{f}`" for f in files) + " |",
+                  "|---|" + "---|" * len(files)]
+        for rel, r in sorted(results.items(), key=lambda kv: version_key(kv[0])):
+            by_file = r["pytest"].get("by_file", {})
+            cells = []
+            for f in files:
+                c = by_file.get(f)
+                cells.append("—" if c is None else f"{c['passed']} ✓ {c['failed']} ✗ {c['skipped']} skip")
+            lines.append(f"| {rel} | " + " | ".join(cells) + " |")
+        lines.append("")
     failing = {rel: r["pytest"].get("failures", []) for rel, r in results.items() if r["pytest"].get("failures")}
     for rel, names in sorted(failing.items(), key=lambda kv: version_key(kv[0])):
         shown = ", ".join(f"`{n.split('::')[-1]}`" for n in names[:6])
@@ -141,8 +157,8 @@ def render(results_dir: Path) -> str:
             f"| {bytes_cell(g and g.get('growth'), 'builder')} | {bytes_cell(g and g.get('growth'), 'decode')} |"
         )
     out += ["", "## Runs", ""]
-    out += runs_section("CPU matrix", cpu)
-    out += runs_section("GPU matrix", gpu)
+    out += runs_section("CPU matrix", cpu, results_dir / "cpu" / "NOTES.md")
+    out += runs_section("GPU matrix", gpu, results_dir / "gpu" / "NOTES.md")
     out += [
         "## Regenerate",
         "",

@@ -44,30 +44,38 @@ SCHEMA = 1
 
 def parse_junit(path: Path) -> dict[str, Any]:
     counts = Counter()
+    by_file: dict[str, Counter] = {}
     reasons: Counter[str] = Counter()
     failures: list[str] = []
     if not path.exists():
-        return {"tests": 0, "passed": 0, "failed": 0, "errors": 0, "skipped": 0, "skip_reasons": {}, "failures": []}
+        return {"tests": 0, "passed": 0, "failed": 0, "errors": 0, "skipped": 0, "skip_reasons": {}, "failures": [],
+                "by_file": {}}
     for case in ET.parse(path).getroot().iter("testcase"):
         counts["tests"] += 1
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        per_file = by_file.setdefault(case.get("classname", "").rsplit(".", 1)[-1], Counter())
         if case.find("failure") is not None:
             counts["failed"] += 1
+            per_file["failed"] += 1
             failures.append(name)
         elif case.find("error") is not None:
             counts["errors"] += 1
+            per_file["failed"] += 1
             failures.append(name)
         elif (skipped := case.find("skipped")) is not None:
             counts["skipped"] += 1
+            per_file["skipped"] += 1
             message = (skipped.get("message") or "").strip()
             # pytest writes "Skipped: reason" or "reason"
             reasons[message.removeprefix("Skipped: ").strip() or "(no reason)"] += 1
         else:
             counts["passed"] += 1
+            per_file["passed"] += 1
     return {
         "tests": counts["tests"], "passed": counts["passed"], "failed": counts["failed"],
         "errors": counts["errors"], "skipped": counts["skipped"],
         "skip_reasons": dict(sorted(reasons.items())), "failures": failures[:50],
+        "by_file": {f: {k: c[k] for k in ("passed", "failed", "skipped")} for f, c in sorted(by_file.items())},
     }
 
 

@@ -34,6 +34,8 @@ def test_parse_junit_counts_and_reasons(tmp_path):
     assert (result["tests"], result["passed"], result["failed"], result["errors"], result["skipped"]) == (5, 1, 1, 1, 2)
     assert result["skip_reasons"] == {"needs SM100/SM103": 2}
     assert result["failures"] == ["tests.matrix.test_a::test_bad", "tests.matrix.test_a::test_err"]
+    assert result["by_file"] == {"test_a": {"passed": 1, "failed": 2, "skipped": 0},
+                                 "test_gpu": {"passed": 0, "failed": 0, "skipped": 2}}
 
 
 def test_parse_junit_missing_file_is_nothing_passed(tmp_path):
