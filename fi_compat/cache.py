@@ -37,7 +37,8 @@ class BoundedCache:
     """LRU mapping of at most ``maxsize`` entries.
 
     :meth:`get_or_compute` costs one lock round trip and an ``OrderedDict``
-    move on a hit (well under a microsecond); on a miss it calls ``compute``
+    move on a hit (well under a microsecond); on a miss it calls
+    ``compute(*arguments)``
     *outside* the lock, so a slow flashinfer call never blocks other threads,
     then keeps whichever value reached the cache first so every caller of an
     equal key receives the same object.  Exceptions from ``compute``
@@ -55,7 +56,7 @@ class BoundedCache:
         self._bytes_per_entry: int | None = None
         _live_caches.add(self)
 
-    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+    def get_or_compute(self, key: Hashable, compute: Callable[..., Any], *arguments: Any) -> Any:
         with self._lock:
             try:
                 value = self._data[key]
@@ -65,7 +66,7 @@ class BoundedCache:
                 self._data.move_to_end(key)
                 self.hits += 1
                 return value
-        value = compute()
+        value = compute(*arguments)
         with self._lock:
             existing = self._data.get(key, _MISSING)
             if existing is not _MISSING:

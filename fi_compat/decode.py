@@ -30,7 +30,7 @@ from .adapters.base import Installation, PatchStep
 from .adapters.specs import CORE_MODULE, DECODE, DECODE_KEYWORD_ADDED_IN
 from .config import check_policy
 from .errors import UnsupportedFeatureError
-from .policy import apply_max_seq_len_policy, check_max_seq_len
+from .policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
 from .wrappers import CallThrough
 
 _NO_DEFAULT = inspect.Parameter.empty
@@ -74,8 +74,10 @@ class _Mapping:
     """How the newest signature maps onto one installed function."""
 
     def __init__(self, function: Callable, newest_order: tuple[str, ...], defaults: dict[str, Any],
-                 added_in: dict[str, str], release: Optional[str]) -> None:
+                 added_in: dict[str, str], release: Optional[str], generation: int, policy: str) -> None:
         self.function = function
+        self.generation = generation
+        self.policy = policy
         parameters = inspect.signature(function).parameters
         self.accepted = frozenset(parameters)
         self.positional_limit = sum(
@@ -115,7 +117,6 @@ class _Mapping:
 
 _lock = threading.Lock()
 _mappings: dict[str, _Mapping] = {}
-_generation: Optional[object] = None
 
 
 def _core_module() -> Any:
@@ -133,27 +134,25 @@ def _core_module() -> Any:
 
 
 def _mapping(kind: str) -> _Mapping:
-    """The mapping for the installed release, built once per install."""
-    global _generation
-    if installer._state.phase == "not-installed":
-        installer.install()
-    token = installer._state.installation
+    """The mapping for the installed release, rebuilt when install state changes."""
     mapping = _mappings.get(kind)
-    if mapping is not None and _generation is token:
+    state = installer._state
+    if mapping is not None and mapping.generation == state.generation:
         return mapping
+    if state.phase == "not-installed":
+        installer.install()
     with _lock:
-        if _generation is not token:
-            _mappings.clear()
-            _generation = token
+        generation = state.generation
         core = _core_module()
-        release = installer._state.release
-        release_text = None if release is None else str(release)
+        release = None if state.release is None else str(state.release)
+        policy = state.settings["max_seq_len_policy"].value
         if kind == "decode":
             target = _unwrap_transparent(getattr(core, DECODE.name))
-            mapping = _Mapping(target, DECODE_ORDER, DECODE_DEFAULTS, DECODE_KEYWORD_ADDED_IN, release_text)
+            mapping = _Mapping(target, DECODE_ORDER, DECODE_DEFAULTS, DECODE_KEYWORD_ADDED_IN, release,
+                               generation, policy)
         else:
             mapping = _Mapping(core._build_mla_decode_tuning_config, BUILDER_ORDER, BUILDER_DEFAULTS,
-                               BUILDER_KEYWORD_ADDED_IN, release_text)
+                               BUILDER_KEYWORD_ADDED_IN, release, generation, policy)
         _mappings[kind] = mapping
         return mapping
 
@@ -164,12 +163,6 @@ def _unwrap_transparent(function: Callable) -> Callable:
     return function
 
 
-def _policy_for_call(policy: Optional[str]) -> str:
-    if policy is None:
-        return installer._state.settings["max_seq_len_policy"].value
-    return check_policy(policy, "max_seq_len_policy")
-
-
 def _rewrite_max_seq_len(args: tuple, kwargs: dict, policy: str) -> tuple[tuple, dict]:
     if len(args) > MAX_SEQ_LEN_INDEX:
         value = args[MAX_SEQ_LEN_INDEX]
@@ -177,7 +170,8 @@ def _rewrite_max_seq_len(args: tuple, kwargs: dict, policy: str) -> tuple[tuple,
         value = kwargs["max_seq_len"]
     else:
         raise TypeError("missing required argument 'max_seq_len'")
-    check_max_seq_len(value)
+    if type(value) is not int or not 0 < value <= MAX_SEQ_LEN_LIMIT:
+        check_max_seq_len(value)  # raises with the accepted range
     if policy == "exact":
         return args, kwargs
     kv_cache = args[1] if len(args) > 1 else kwargs["kv_cache"]
@@ -207,8 +201,10 @@ def mla_decode(*args: Any, max_seq_len_policy: Optional[str] = None, **kwargs: A
     non-default keyword the installed release lacks, before flashinfer runs.
     """
     mapping = _mapping("decode")
-    args, kwargs = _rewrite_max_seq_len(args, kwargs, _policy_for_call(max_seq_len_policy))
-    args, kwargs = mapping.split(args, kwargs)
+    policy = mapping.policy if max_seq_len_policy is None else check_policy(max_seq_len_policy, "max_seq_len_policy")
+    args, kwargs = _rewrite_max_seq_len(args, kwargs, policy)
+    if len(args) > mapping.positional_limit or not kwargs.keys() <= mapping.accepted:
+        args, kwargs = mapping.split(args, kwargs)
     return mapping.function(*args, **kwargs)
 
 

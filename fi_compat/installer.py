@@ -26,7 +26,7 @@ from .adapters import UNSUPPORTED, UNVERIFIED, Installation, Selection, select
 from .adapters.base import carries_trtllm_marker
 from .adapters.specs import CORE_MODULE
 from .errors import SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning, UnverifiedReleaseWarning
-from .release import ReleaseInfo, detect_release
+from .release import PACKAGE, ReleaseInfo, detect_release
 from .signatures import POSITIONAL_OR_KEYWORD, FoundFunction, FoundParam, FunctionSpec, found_from_callable
 
 logger = logging.getLogger("fi_compat")
@@ -44,6 +44,10 @@ class _State:
         self.transparent: Optional[Any] = None  # fi_compat.decode.TransparentInstallation
         self.messages: list[str] = []
         self.hook_registered = False
+        # Bumped by every change of phase; fi_compat.decode compares it to
+        # know when its cached argument mapping is stale (one int compare
+        # per call instead of re-reading the whole state).
+        self.generation = 0
 
 
 _state = _State()
@@ -121,24 +125,31 @@ def install(
                         settings["disable"].source)
             return status()
         _state.release = detect_release()
-        if CORE_MODULE in sys.modules:
-            _apply(sys.modules[CORE_MODULE])
+        if PACKAGE in sys.modules:
+            _apply(sys.modules.get(CORE_MODULE))
         else:
             _state.phase = "pending"
             if not _state.hook_registered:
-                # wrapt cannot unregister a hook; it checks the phase instead.
-                wrapt.register_post_import_hook(_on_flashinfer_import, CORE_MODULE)
+                # The hook is on the top-level package, not on CORE_MODULE:
+                # flashinfer's __init__ imports the MLA module, so it is
+                # loaded by the time the hook runs, and if a release moved it
+                # the hook still runs and reports it missing instead of
+                # waiting forever.  A failed earlier import can leave a
+                # half-initialised CORE_MODULE in sys.modules without the
+                # package; that one is never patched.  wrapt cannot
+                # unregister a hook, so the hook checks the phase instead.
+                wrapt.register_post_import_hook(_on_flashinfer_import, PACKAGE)
                 _state.hook_registered = True
-            logger.debug("fi_compat: %s not imported yet; will install on import", CORE_MODULE)
+            logger.debug("fi_compat: %s not imported yet; will install on import", PACKAGE)
         return status()
 
 
-def _on_flashinfer_import(module: Any) -> None:
+def _on_flashinfer_import(package: Any) -> None:
     with _lock:
         if _state.phase != "pending":
             return
         _state.release = detect_release()
-        _apply(module)
+        _apply(sys.modules.get(CORE_MODULE))
 
 
 def _apply(module: Any) -> None:
@@ -148,6 +159,8 @@ def _apply(module: Any) -> None:
     release = _state.release
     strict = _state.settings["strict"].value
     selection = select(release.version if release else None, live_lookup)
+    if module is None and selection.outcome != UNSUPPORTED:  # pragma: no cover - select finds nothing then
+        selection = Selection(UNSUPPORTED, None, selection.release, f"{CORE_MODULE} is not importable")
     _state.selection = selection
     if selection.outcome == UNSUPPORTED:
         _refuse(selection, strict)
@@ -173,6 +186,7 @@ def _apply(module: Any) -> None:
         raise
     _state.installation = installation
     _state.phase = "installed" if steps else "deferred"
+    _state.generation += 1
     for note in notes:
         logger.info("fi_compat: %s", note)
     logger.debug("fi_compat: installed %s on flashinfer %s", selection.adapter.name, release)
@@ -207,6 +221,7 @@ def uninstall() -> dict[str, Any]:
         _state.phase = "not-installed"
         _state.selection = None
         _state.messages = leftovers
+        _state.generation += 1
         return status()
 
 

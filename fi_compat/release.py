@@ -81,15 +81,20 @@ def read_metadata_version(distribution: str = DISTRIBUTION) -> str | None:
         return None
 
 
-def read_build_meta_version(package: str = PACKAGE) -> str | None:
-    """``__version__`` from ``<package>/_build_meta.py`` of the importable package, via ast."""
+def package_directories(package: str = PACKAGE) -> list[str]:
+    """The directories ``import package`` would load from, found without importing it."""
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
-        return None
+        return []
     if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
+        return []
+    return list(spec.submodule_search_locations)
+
+
+def read_build_meta_version(package: str = PACKAGE) -> str | None:
+    """``__version__`` from ``<package>/_build_meta.py`` of the importable package, via ast."""
+    for location in package_directories(package):
         path = os.path.join(location, "_build_meta.py")
         try:
             with open(path, encoding="utf-8") as handle:

@@ -185,11 +185,29 @@ def found_from_ast(qualname: str, node: ast.FunctionDef | ast.AsyncFunctionDef, 
     return FoundFunction(qualname, tuple(params), memoized, where)
 
 
+def _module_level_statements(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """Statements that run at import, including those under module-level
+    ``if``/``try``/``with`` (a ``def`` there is as real as one at the top)."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from _module_level_statements(node.body)
+            yield from _module_level_statements(node.orelse)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            for block in (node.body, node.orelse, node.finalbody):  # type: ignore[attr-defined]
+                yield from _module_level_statements(block)
+            for handler in node.handlers:  # type: ignore[attr-defined]
+                yield from _module_level_statements(handler.body)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            yield from _module_level_statements(node.body)
+
+
 def find_function_in_source(source: str, name: str, filename: str = "<source>") -> Optional[FoundFunction]:
-    """The last module-level ``def name`` in ``source`` (later definitions win, as at import)."""
+    """The last module-level ``def name`` in ``source`` (later definitions win,
+    as at import), looking inside module-level ``if``/``try``/``with`` too."""
     tree = ast.parse(source, filename=filename)
     found: Optional[FoundFunction] = None
-    for node in tree.body:
+    for node in _module_level_statements(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             found = found_from_ast(name, node, where=f"{filename}:{node.lineno}")
     return found
@@ -203,8 +221,8 @@ def compare(spec: FunctionSpec, found: Optional[FoundFunction]) -> Optional[Mism
     whose ``difference`` names each problem in words.
 
     Fits means: every required parameter present; no parameter the spec does
-    not know; known parameters in the spec's order; none positional-only, no
-    ``*args``/``**kwargs``; optional parameters have defaults; and the memo
+    not know; known parameters in the spec's order; none positional-only or
+    keyword-only, no ``*args``/``**kwargs``; optional parameters have defaults; and the memo
     decorator is present or absent as ``spec.memoized`` says.
     """
     if found is None:
@@ -225,6 +243,10 @@ def compare(spec: FunctionSpec, found: Optional[FoundFunction]) -> Optional[Mism
     for param in found.params:
         if param.kind == POSITIONAL_ONLY:
             problems.append(f"parameter {param.name!r} became positional-only")
+        elif param.kind == KEYWORD_ONLY:
+            # Callers (TensorRT-LLM passes 16 positional arguments) and the
+            # adapters rely on every known parameter being positional too.
+            problems.append(f"parameter {param.name!r} became keyword-only")
         elif param.kind in (VAR_POSITIONAL, VAR_KEYWORD):
             problems.append(f"accepts {param}")
         elif param.name in known and not known[param.name].required and not param.has_default:

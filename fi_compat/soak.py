@@ -27,7 +27,7 @@ from array import array
 from typing import Any, Iterator, Optional
 
 VARIANTS = ("unpatched", "fi_compat")
-DISTRIBUTIONS = ("serving", "uniform", "sweep")
+DISTRIBUTIONS = ("serving", "uniform", "sweep", "repeat")
 PAGE_SIZE = 64
 PLOT_POINTS = 200
 
@@ -59,6 +59,9 @@ def lengths_for(distribution: str, context: int, steps: int, seed: int) -> list[
         return list(serving_lengths(context, steps, rng))
     if distribution == "uniform":
         return [rng.randint(1, context) for _ in range(steps)]
+    if distribution == "repeat":
+        # the same length every batch: 0.6.13 - 0.6.15's autotuner pathology needs no variety
+        return [max(1, context // 2)] * steps
     if distribution == "sweep":
         # ``steps`` distinct lengths spread over 1..context (all of them when steps >= context)
         if steps >= context:
@@ -298,7 +301,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--context", type=_positive, default=131_072, help="context length (default 131072)")
     parser.add_argument("--steps", type=_positive, default=5_000, help="decode batches per variant (default 5000)")
     parser.add_argument("--distribution", choices=DISTRIBUTIONS, default="serving",
-                        help="how max_seq_len moves: a toy serving engine (default), uniform, or a sweep")
+                        help="how max_seq_len moves: a toy serving engine (default), uniform, a sweep, "
+                             "or repeat (the same length every batch)")
     parser.add_argument("--distinct", default=None,
                         help="sweep this many distinct lengths over 1..context ('all' for every one); implies --distribution sweep")
     parser.add_argument("--unpatched-steps", type=_positive, default=None,

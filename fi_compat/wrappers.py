@@ -68,8 +68,7 @@ class MemoizedFunction(FiCompatProxy):
         key = self._self_key(args, kwargs)
         if key is None:
             return wrapped(*args, **kwargs)
-        compute = self._self_compute
-        return self._self_cache.get_or_compute(key, lambda: compute(args, kwargs))
+        return self._self_cache.get_or_compute(key, self._self_compute, args, kwargs)
 
     @property
     def fi_compat_cache(self) -> BoundedCache:

@@ -70,3 +70,23 @@ def launch_signature(launch: Any) -> tuple:
         else:
             out.append(value)
     return tuple(out)
+
+
+def site_without_flashinfer(tmp_path: "Path") -> "Path":
+    """A site directory with every package of this environment except
+    flashinfer (symlinks), for running fi_compat as if flashinfer were absent
+    (``python -S`` with it on ``PYTHONPATH``)."""
+    import sysconfig
+    from pathlib import Path
+
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    site = Path(tmp_path) / "site"
+    if site.exists():
+        return site
+    site.mkdir()
+    for entry in purelib.iterdir():
+        lowered = entry.name.lower()
+        if lowered.startswith("flashinfer") or lowered.startswith("__editable__") or lowered.endswith(".pth"):
+            continue
+        (site / entry.name).symlink_to(entry)
+    return site

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import types
 import warnings
 
 import pytest
@@ -41,6 +42,8 @@ def use_fake(monkeypatch):
 
     def use(module, release):
         monkeypatch.setitem(sys.modules, CORE_MODULE, module)
+        if "flashinfer" not in sys.modules:
+            monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
         info = ReleaseInfo(Version(release), "metadata", metadata_version=release)
         monkeypatch.setattr(installer, "detect_release", lambda: info)
         return module
@@ -198,3 +201,26 @@ def test_installing_releases_what_the_unbounded_cache_held(use_fake):
     inner = module._mla_decode_tuning_config
     fi_compat.install()
     assert inner.cache_info().currsize == 0
+
+
+def test_keyword_only_drift_is_reported(use_fake):
+    def config_keyword_only(buckets, num_pages, *, profile_seq_len, has_sparse_mla_top_k_lens=False,
+                            sparse_top_k_width=0, enable_dcp=False, cp_world=1, cp_rank=0):
+        return fakes.TuningConfig(())
+
+    import functools
+
+    use_fake(fakes.fake_core("0.6.18", replace={"_mla_decode_tuning_config": functools.cache(config_keyword_only)}),
+             "0.6.18")
+    with pytest.warns(UnsupportedReleaseWarning, match="'profile_seq_len' became keyword-only"):
+        assert fi_compat.install()["state"] == "unsupported"
+
+
+def test_flashinfer_imported_but_mla_module_moved_is_not_silent(monkeypatch):
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
+    monkeypatch.delitem(sys.modules, CORE_MODULE, raising=False)
+    info = ReleaseInfo(Version("0.6.18"), "metadata", metadata_version="0.6.18")
+    monkeypatch.setattr(installer, "detect_release", lambda: info)
+    with pytest.warns(UnsupportedReleaseWarning, match="is missing"):
+        state = fi_compat.install()
+    assert state["state"] == "unsupported"

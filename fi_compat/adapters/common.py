@@ -64,26 +64,25 @@ class ArgumentBinder:
             if p.default is not inspect.Parameter.empty
         }
 
-    def bind(self, args: tuple, kwargs: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+        self.accepted = frozenset(self.names)
+        self.required = frozenset(self.names) - frozenset(self.defaults)
+
+    def bind(self, args: tuple, kwargs: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+        """Name -> value for the call.  A keyword-only call returns ``kwargs``
+        itself (no copy): absent optional parameters then read as missing,
+        which keys can treat as "default"; call :meth:`complete` for values."""
         if not args:
-            if not kwargs.keys() <= set(self.names):
-                return None
-            values = dict(self.defaults)
-            values.update(kwargs)
-            if len(values) != len(self.names):
-                return None
-            return values
+            keys = kwargs.keys()
+            return kwargs if keys >= self.required and keys <= self.accepted else None
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError:
             return None
-        bound.apply_defaults()
-        return dict(bound.arguments)
+        return bound.arguments
 
-
-def shape_of(tensor: Any) -> Optional[Sequence[int]]:
-    shape = getattr(tensor, "shape", None)
-    return shape if shape is not None and len(shape) > 0 else None
+    def complete(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` with every omitted parameter at its default."""
+        return {**self.defaults, **values}
 
 
 def builder_key(values: Mapping[str, Any]) -> Optional[Hashable]:
@@ -105,45 +104,44 @@ def builder_key(values: Mapping[str, Any]) -> Optional[Hashable]:
       because the cute-dsl batch cap is computed from them.  A cute-dsl call
       with ``sinks`` is not memoized (``None``): the cap may depend on them.
 
-    Tensor *data* never matters: the builder reads shapes only.
+    Tensor *data* never matters: the builder reads shapes only.  Returns
+    ``None`` for a call it cannot key (missing or odd arguments); the call
+    then goes to flashinfer unmemoized, which raises its own error if any.
+
+    Cost: this runs on every decode call, so it reads each shape once and
+    builds one tuple (about a microsecond).
     """
-    kv_shape = shape_of(values.get("kv_cache"))
-    table_shape = shape_of(values.get("block_tables"))
-    max_seq_len = as_int(values.get("max_seq_len"))
-    if kv_shape is None or table_shape is None or max_seq_len is None or len(kv_shape) < 2:
-        return None
-    page_size = int(kv_shape[-2])
-    width = int(table_shape[-1])
-    profile = min(max_seq_len, width * page_size)
-    runner_names = values.get("runner_names")
     try:
-        runners = tuple(runner_names)
-    except TypeError:
+        kv_shape = values["kv_cache"].shape
+        width = values["block_tables"].shape[-1]
+        max_seq_len = values["max_seq_len"]
+        runners = tuple(values["runner_names"])
+        page_size = kv_shape[-2]
+        num_pages = kv_shape[0]
+    except (KeyError, AttributeError, IndexError, TypeError):
         return None
+    if type(max_seq_len) is not int:
+        max_seq_len = as_int(max_seq_len)
+        if max_seq_len is None:
+            return None
+    profile = min(max_seq_len, width * page_size)
+    if profile >= 1 << PROFILE_LADDER_BITS:
+        shift = profile.bit_length() - PROFILE_LADDER_BITS
+        profile = (profile >> shift) << shift
+    get = values.get
     cute: Optional[tuple] = None
     if "cute-dsl" in runners:
-        if values.get("sinks") is not None:
+        if get("sinks") is not None:
             return None
-        workspace = values.get("workspace_buffer")
+        workspace = get("workspace_buffer")
         try:
             workspace_bytes = workspace.numel() * workspace.element_size()
         except AttributeError:
             return None
-        cute = (workspace_bytes, values.get("device"), max_seq_len, values.get("cute_dsl_impl"))
+        cute = (workspace_bytes, get("device"), max_seq_len, get("cute_dsl_impl"))
     return (
-        int(kv_shape[0]),
-        page_size,
-        width,
-        profile_ladder(profile),
-        runners,
-        values.get("q_len"),
-        values.get("num_heads"),
-        values.get("kv_lora_rank"),
-        values.get("has_sparse_mla_top_k_lens"),
-        values.get("enable_dcp"),
-        values.get("cp_world"),
-        values.get("cp_rank"),
-        cute,
+        num_pages, page_size, width, profile, runners, get("q_len"), get("num_heads"), get("kv_lora_rank"),
+        get("has_sparse_mla_top_k_lens"), get("enable_dcp"), get("cp_world"), get("cp_rank"), cute,
     )
 
 

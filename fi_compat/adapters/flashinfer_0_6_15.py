@@ -65,7 +65,7 @@ class FreshConfigAdapter(Adapter):
             return None if values is None else builder_key(values)
 
         def compute(args, kwargs):
-            values = binder.bind(args, kwargs)
+            values = binder.complete(binder.bind(args, kwargs))
             values["max_seq_len"] = normalized_profile_max_seq_len(values)
             return builder(**values)
 

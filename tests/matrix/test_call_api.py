@@ -8,6 +8,7 @@ with the launch unpatched flashinfer makes for the same batch.
 from __future__ import annotations
 
 import gc
+from array import array
 import inspect
 import os
 import random
@@ -50,24 +51,27 @@ def replay(function, launches, lengths, tensors, measure_memory=False):
     """Run the batches; return (launch signature, max_seq_len) per batch and,
     when asked, tracemalloc growth (tracing slows the loop about 7x, so only
     the exact-policy runs measure it)."""
-    recorded = []
+    # Preallocated: the test's own bookkeeping must not count as growth.
+    signatures = array("q", bytes(8 * len(lengths)))
+    seq_lens = array("q", bytes(8 * len(lengths)))
     gc.collect()
     if measure_memory:
         tracemalloc.start()
     try:
         start = tracemalloc.get_traced_memory()[0] if measure_memory else 0
-        for length in lengths:
+        for index, length in enumerate(lengths):
             tensors["seq_lens"].fill_(length)
             trtllm_call(function, tensors, length)
             launch = launches.launches[-1]
-            recorded.append((hash(launch_signature(launch)), launch.max_seq_len))
+            signatures[index] = hash(launch_signature(launch))
+            seq_lens[index] = launch.max_seq_len
             launches.clear()
         gc.collect()
         growth = tracemalloc.get_traced_memory()[0] - start if measure_memory else None
     finally:
         if measure_memory:
             tracemalloc.stop()
-    return recorded, growth
+    return list(zip(signatures, seq_lens)), growth
 
 
 @pytest.fixture(scope="module")

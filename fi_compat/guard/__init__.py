@@ -1,0 +1,16 @@
+"""The pin-bump guard: check a flashinfer-python bump before it merges.
+
+``fi-compat guard [FILE ...] [--pin flashinfer-python==X ...] [--wheel PATH ...]``
+reads requirement files (:mod:`.requirements`), turns each flashinfer-python
+requirement into releases (:mod:`.index`), gets each release's wheel
+(:mod:`.fetch`), reads the decode module's source from the wheel in memory
+(:mod:`.wheel`) and asks the runtime registry's own
+:func:`fi_compat.adapters.select` which adapter it would pick
+(:mod:`.check`).  :mod:`.report` prints the table or JSON; :mod:`.cli` wires
+it together.  Nothing here imports torch or flashinfer, and no flashinfer code
+is ever executed: signatures come from :mod:`ast`.
+"""
+
+from __future__ import annotations
+
+DISTRIBUTION = "flashinfer-python"

@@ -1,0 +1,124 @@
+"""The verdict on one wheel: the runtime registry's own selection, fed by ``ast``.
+
+:func:`check_wheel` opens the wheel in memory and calls
+:func:`fi_compat.adapters.select` with a lookup over the wheel's sources,
+the same function :func:`fi_compat.install` calls with a lookup over the
+live modules; both compare with the one description in
+:mod:`fi_compat.adapters.specs`.  The three outcomes map to the guard's words:
+
+=============  =========================  ======================================
+select         guard                      meaning
+=============  =========================  ======================================
+verified       ``verified``               in a verified range, signatures match
+unverified     ``compatible-unverified``  signatures match an adapter, release
+                                          outside its range: run the matrix
+unsupported    ``unsupported``            nothing matches (each function and
+                                          its difference is listed)
+=============  =========================  ======================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from packaging.version import InvalidVersion, Version
+
+from ..adapters import ADAPTERS, UNSUPPORTED, UNVERIFIED, VERIFIED, select
+from .fetch import wheel_release
+from .wheel import WheelSources, lookup_for, module_path
+
+GUARD_VERIFIED = "verified"
+GUARD_UNVERIFIED = "compatible-unverified"
+GUARD_UNSUPPORTED = "unsupported"
+GUARD_ERROR = "error"
+
+_WORDS = {VERIFIED: GUARD_VERIFIED, UNVERIFIED: GUARD_UNVERIFIED, UNSUPPORTED: GUARD_UNSUPPORTED}
+
+RUN_MATRIX = "run the release matrix on this release before relying on it (nox -s matrix)"
+
+
+@dataclass
+class Result:
+    """One checked (or uncheckable) release."""
+
+    release: Optional[str]
+    origin: str  # requirement file:line, "--pin ...", or "--wheel PATH"
+    verdict: str
+    adapter: Optional[str] = None
+    reason: str = ""
+    wheel: Optional[str] = None
+    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "release": self.release, "origin": self.origin, "verdict": self.verdict,
+            "adapter": self.adapter, "reason": self.reason, "wheel": self.wheel,
+            "mismatches": self.mismatches, "notes": self.notes,
+        }
+
+
+def wheel_version(wheel: WheelSources) -> tuple[Optional[Version], list[str]]:
+    """The release a wheel holds: its METADATA ``Version``, else its file name."""
+    notes: list[str] = []
+    from_name = wheel_release(wheel.path)
+    name_version = from_name[1] if from_name else None
+    meta: Optional[Version] = None
+    if wheel.metadata_version:
+        try:
+            meta = Version(wheel.metadata_version)
+        except InvalidVersion:
+            notes.append(f"METADATA version {wheel.metadata_version!r} is not PEP 440")
+    if meta is not None and name_version is not None and meta != name_version:
+        notes.append(f"file name says {name_version}, METADATA says {meta}; METADATA wins")
+    version = meta or name_version
+    if version is None:
+        notes.append("release unknown (no METADATA version, file name not a wheel name): "
+                     "only signatures decide, so the best verdict is compatible-unverified")
+    return version, notes
+
+
+def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] = None) -> Result:
+    """The verdict on one wheel.  Raises :class:`~fi_compat.guard.errors.WheelError` when refused."""
+    with WheelSources.open(path) as wheel:
+        version, notes = wheel_version(wheel)
+        if expected_release is not None and version is not None and str(version) != expected_release \
+                and version != _maybe_version(expected_release):
+            notes.append(f"asked for {expected_release}, the wheel holds {version}")
+        for module in sorted({spec.module for adapter in ADAPTERS for spec in adapter.functions}):
+            if not wheel.has_module(module):
+                notes.append(f"{' / '.join(module_path(module))} is not in the wheel "
+                             f"(module {module} moved or removed)")
+        selection = select(version, lookup_for(wheel))
+    verdict = _WORDS[selection.outcome]
+    reason = selection.reason
+    if verdict == GUARD_UNVERIFIED:
+        reason = f"{reason}. {RUN_MATRIX[0].upper()}{RUN_MATRIX[1:]}"
+        notes.append(RUN_MATRIX)
+    mismatches = [
+        {
+            "function": m.spec.qualname,
+            "difference": m.difference,
+            "expected": m.expected,
+            "found": m.found_text,
+            "where": None if m.found is None else m.found.where,
+        }
+        for m in selection.mismatches
+    ]
+    return Result(
+        release=None if version is None else str(version), origin=origin, verdict=verdict,
+        adapter=selection.adapter_name, reason=reason, wheel=str(path), mismatches=mismatches, notes=notes,
+    )
+
+
+def _maybe_version(text: str) -> Optional[Version]:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+__all__ = ["GUARD_ERROR", "GUARD_UNSUPPORTED", "GUARD_UNVERIFIED", "GUARD_VERIFIED",
+           "Result", "check_wheel", "wheel_version"]

@@ -1,0 +1,112 @@
+"""Get a release's wheel into a reusable cache directory.
+
+The cache is ``--cache-dir``, else ``$FI_COMPAT_WHEEL_CACHE``, else
+``$XDG_CACHE_HOME/fi_compat/wheels`` (``~/.cache/fi_compat/wheels``).  A
+wheel already there is used without asking the index, so a cached release is
+checked offline.  Otherwise ``python -m pip download --no-deps
+--only-binary=:all: flashinfer-python==X`` downloads it into a private
+temporary directory inside the cache, and the finished file is renamed into
+place: an interrupted download never leaves a half wheel behind, and two
+guards sharing a cache do not trip over each other.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from . import DISTRIBUTION
+from .errors import FetchError
+
+CACHE_ENV = "FI_COMPAT_WHEEL_CACHE"
+DOWNLOAD_TIMEOUT_S = 900.0
+
+
+def default_cache_dir() -> Path:
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "fi_compat" / "wheels"
+
+
+def wheel_release(path: Path) -> Optional[tuple[str, Version]]:
+    """(normalized project name, version) from a wheel file name, or ``None``."""
+    try:
+        name, version, _build, _tags = parse_wheel_filename(path.name)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    return str(name), version
+
+
+def find_cached(cache_dir: Path, release: str) -> Optional[Path]:
+    """A cached flashinfer-python wheel of exactly ``release`` (by PEP 440 equality)."""
+    try:
+        wanted = Version(release)
+    except InvalidVersion:
+        wanted = None
+    if not cache_dir.is_dir():
+        return None
+    for path in sorted(cache_dir.glob("*.whl")):
+        parsed = wheel_release(path)
+        if parsed is None or parsed[0] != canonicalize_name(DISTRIBUTION):
+            continue
+        if (parsed[1] == wanted) if wanted is not None else (str(parsed[1]) == release):
+            return path
+    return None
+
+
+def fetch(release: str, cache_dir: Path, *, offline: bool = False, python: str = sys.executable,
+          timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
+    """Path of the flashinfer-python ``release`` wheel, downloading it if needed."""
+    cached = find_cached(cache_dir, release)
+    if cached is not None:
+        return cached
+    if offline:
+        raise FetchError(f"{DISTRIBUTION}=={release}: no wheel in the cache {cache_dir} and --offline is set")
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".download-", dir=cache_dir))
+    except OSError as exc:
+        raise FetchError(f"cannot use the wheel cache {cache_dir}: {exc}") from None
+    operator = "===" if _not_pep440(release) else "=="
+    command = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "--quiet", "--dest", str(staging),
+               f"{DISTRIBUTION}{operator}{release}"]
+    try:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise FetchError(f"{DISTRIBUTION}=={release}: download did not finish within {timeout:.0f} s") from None
+        except OSError as exc:
+            raise FetchError(f"cannot run pip: {exc}") from None
+        if done.returncode != 0:
+            lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+            tail = " / ".join(lines[-2:]) or "(no output)"
+            raise FetchError(f"{DISTRIBUTION}=={release}: `pip download` failed: {tail}")
+        wheels = [p for p in staging.glob("*.whl") if (wheel_release(p) or ("",))[0] == DISTRIBUTION]
+        if len(wheels) != 1:
+            found = ", ".join(p.name for p in staging.iterdir()) or "nothing"
+            raise FetchError(f"{DISTRIBUTION}=={release}: expected one wheel from pip, got {found}")
+        target = cache_dir / wheels[0].name
+        os.replace(wheels[0], target)
+        return target
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _not_pep440(release: str) -> bool:
+    try:
+        Version(release)
+    except InvalidVersion:
+        return True
+    return False

@@ -1,0 +1,79 @@
+"""The guard's output: a table for people, JSON (``--json``) for machines, and the exit status.
+
+Exit status: 2 when anything could not be checked (usage error, unreadable
+requirement file, index or download failure, refused wheel); otherwise 1 when
+any release is ``unsupported``; otherwise 0 (every release ``verified`` or
+``compatible-unverified``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from .check import GUARD_ERROR, GUARD_UNSUPPORTED, GUARD_UNVERIFIED, GUARD_VERIFIED, Result
+
+EXIT_OK = 0
+EXIT_UNSUPPORTED = 1
+EXIT_ERROR = 2
+
+
+def exit_status(results: Sequence[Result]) -> int:
+    verdicts = {r.verdict for r in results}
+    if GUARD_ERROR in verdicts:
+        return EXIT_ERROR
+    if GUARD_UNSUPPORTED in verdicts:
+        return EXIT_UNSUPPORTED
+    return EXIT_OK
+
+
+def summary(results: Sequence[Result]) -> dict[str, int]:
+    counts = {GUARD_VERIFIED: 0, GUARD_UNVERIFIED: 0, GUARD_UNSUPPORTED: 0, GUARD_ERROR: 0}
+    for result in results:
+        counts[result.verdict] = counts.get(result.verdict, 0) + 1
+    return counts
+
+
+def as_json(results: Sequence[Result], notes: Sequence[str]) -> str:
+    payload: dict[str, Any] = {
+        "exit_status": exit_status(results),
+        "summary": summary(results),
+        "results": [r.as_dict() for r in results],
+        "notes": list(notes),
+    }
+    return json.dumps(payload, indent=2)
+
+
+def as_table(results: Sequence[Result], notes: Sequence[str]) -> str:
+    lines: list[str] = []
+    if results:
+        rows = [("RELEASE", "VERDICT", "ADAPTER", "FROM")]
+        rows += [(r.release or "?", r.verdict, r.adapter or "-", r.origin) for r in results]
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        for row in rows:
+            lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3])
+    for result in results:
+        if result.verdict == GUARD_VERIFIED:
+            continue
+        lines.append("")
+        lines.append(f"{result.release or '?'} ({result.origin}): {result.verdict}")
+        lines.append(f"  {result.reason}")
+        for mismatch in result.mismatches:
+            lines.append(f"  - {mismatch['function']}: {mismatch['difference']}")
+            lines.append(f"      expected ({', '.join(mismatch['expected'])})")
+            found = "not found" if mismatch["found"] is None else f"({', '.join(mismatch['found'])})"
+            where = f"  [{mismatch['where']}]" if mismatch.get("where") else ""
+            lines.append(f"      found    {found}{where}")
+        for note in result.notes:
+            lines.append(f"  note: {note}")
+    if notes:
+        lines.append("")
+        lines.extend(f"note: {note}" for note in notes)
+    counts = summary(results)
+    lines.append("")
+    lines.append(
+        f"{len(results)} checked: {counts[GUARD_VERIFIED]} verified, {counts[GUARD_UNVERIFIED]} "
+        f"compatible-unverified, {counts[GUARD_UNSUPPORTED]} unsupported, {counts[GUARD_ERROR]} "
+        f"not checked (errors); exit {exit_status(results)}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,414 @@
+"""The pin-bump guard on real and synthetic wheels.
+
+Real wheels are downloaded once into the wheel cache ($FI_COMPAT_WHEEL_CACHE,
+default ~/.cache/fi_compat/wheels) by the session fixture below and reused by
+every later run; synthetic wheels are zips written into tmp_path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Optional
+
+import pytest
+from packaging.version import Version
+
+from fi_compat.adapters import adapters_for_release
+from fi_compat.cli import main
+from fi_compat.guard import fetch as fetch_module
+from fi_compat.guard.errors import FetchError, GuardError
+from fi_compat.guard.fetch import default_cache_dir, fetch
+from fi_compat.releases import MATRIX_RELEASES
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def wheel_cache() -> Path:
+    """The shared wheel cache; real wheels land here once and are reused."""
+    path = default_cache_dir()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_wheel(wheel_cache):
+    """``real_wheel("0.6.18")`` -> path of that release's wheel, downloaded on first use."""
+    got: dict[str, Path] = {}
+
+    def get(release: str) -> Path:
+        if release not in got:
+            try:
+                got[release] = fetch(release, wheel_cache)
+            except FetchError as exc:
+                pytest.skip(f"cannot download flashinfer-python=={release} into {wheel_cache}: {exc}")
+        return got[release]
+
+    return get
+
+
+def run_guard(*argv: str, capsys) -> tuple[int, str]:
+    status = main(["guard", *argv])
+    out = capsys.readouterr()
+    return status, out.out + out.err
+
+
+def run_json(*argv: str, capsys) -> tuple[int, dict]:
+    status, text = run_guard(*argv, "--json", capsys=capsys)
+    return status, json.loads(text)
+
+
+# --------------------------------------------------------------------------- synthetic wheels
+
+DECODE_0618 = """
+def trtllm_batch_decode_with_kv_cache_mla(
+    query, kv_cache, workspace_buffer, qk_nope_head_dim, kv_lora_rank, qk_rope_head_dim,
+    block_tables, seq_lens, max_seq_len, sparse_mla_top_k=0, out=None, bmm1_scale=1.0,
+    bmm2_scale=1.0, sinks=None, skip_softmax_threshold_scale_factor=None, enable_pdl=None,
+    backend="auto", is_var_seq=True, uses_shared_paged_kv_idx=True,
+):
+    return _build_mla_decode_tuning_config(kv_cache, block_tables, workspace_buffer, ["trtllm-gen"], 1, 16, 512, max_seq_len, None)
+"""
+
+CONFIG_0618 = """
+@functools.cache
+def _mla_decode_tuning_config(buckets, num_pages, profile_seq_len, has_sparse_mla_top_k_lens=False,
+                              sparse_top_k_width=0, enable_dcp=False, cp_world=1, cp_rank=0):
+    raise SystemExit("the guard must never run wheel code")
+"""
+
+BUILDER_0618 = """
+def _build_mla_decode_tuning_config(kv_cache, block_tables, workspace_buffer, runner_names, q_len,
+                                    num_heads, kv_lora_rank, max_seq_len, device,
+                                    has_sparse_mla_top_k_lens=False, cute_dsl_impl=None, sinks=None,
+                                    enable_dcp=False, cp_world=1, cp_rank=0):
+    raise SystemExit("the guard must never run wheel code")
+"""
+
+CORE_0618 = "import functools\nraise SystemExit('never imported')\n" + CONFIG_0618 + BUILDER_0618 + DECODE_0618
+
+
+def make_wheel(directory: Path, version: str, core: Optional[str] = CORE_0618, *,
+               extra: Optional[dict[str, bytes | str]] = None, name: Optional[str] = None,
+               metadata: bool = True) -> Path:
+    path = directory / (name or f"flashinfer_python-{version}-py3-none-any.whl")
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("flashinfer/__init__.py", "raise SystemExit('never imported')\n")
+        archive.writestr("flashinfer/mla/__init__.py", "from ._core import *\n")
+        if core is not None:
+            archive.writestr("flashinfer/mla/_core.py", core)
+        if metadata:
+            archive.writestr(f"flashinfer_python-{version}.dist-info/METADATA",
+                             f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {version}\n\n")
+        for member, data in (extra or {}).items():
+            archive.writestr(member, data)
+    return path
+
+
+# --------------------------------------------------------------------------- real wheels
+
+REAL = {
+    "0.6.15": "fresh-config-0.6.15",
+    "0.6.16": "cached-config-0.6.18",
+    "0.6.18": "cached-config-0.6.18",
+    "0.7.4": "cached-config-0.6.18",
+}
+
+
+@pytest.mark.parametrize("release, adapter", sorted(REAL.items()))
+def test_real_wheel_is_verified_with_the_right_adapter(release, adapter, real_wheel, capsys):
+    status, data = run_json("--wheel", str(real_wheel(release)), capsys=capsys)
+    assert status == 0
+    (result,) = data["results"]
+    assert (result["release"], result["verdict"], result["adapter"]) == (release, "verified", adapter)
+    assert result["mismatches"] == []
+
+
+def test_real_pins_through_the_cache_and_a_requirement_file(real_wheel, wheel_cache, tmp_path, capsys):
+    for release in REAL:
+        real_wheel(release)
+    req = tmp_path / "requirements.txt"
+    req.write_text("numpy\nflashinfer-python==0.6.15  # old\n")
+    status, text = run_guard(str(req), "--pin", "flashinfer-python==0.7.4", "--offline",
+                             "--cache-dir", str(wheel_cache), capsys=capsys)
+    assert status == 0, text
+    lines = text.splitlines()
+    assert lines[0].split() == ["RELEASE", "VERDICT", "ADAPTER", "FROM"]
+    assert lines[1].split() == ["0.6.15", "verified", "fresh-config-0.6.15", f"{req}:2"]
+    assert lines[2].split() == ["0.7.4", "verified", "cached-config-0.6.18", "--pin", "flashinfer-python==0.7.4"]
+
+
+def test_guard_matches_the_runtime_registry_on_every_matrix_release(real_wheel, capsys):
+    """Each matrix release: the guard's verdict on its real wheel is what the
+    runtime registry selects for it (the one adapter whose verified range covers it)."""
+    started = time.perf_counter()
+    disagreements = []
+    for release in MATRIX_RELEASES:
+        covering = adapters_for_release(Version(release))
+        assert len(covering) == 1, f"{release}: covered by {[a.name for a in covering]}"
+        status, data = run_json("--wheel", str(real_wheel(release)), capsys=capsys)
+        (result,) = data["results"]
+        got = (status, result["release"], result["verdict"], result["adapter"])
+        if got != (0, release, "verified", covering[0].name):
+            disagreements.append((release, got, result["reason"]))
+    assert disagreements == []
+    print(f"matrix walk: {len(MATRIX_RELEASES)} releases in {time.perf_counter() - started:.1f} s")
+
+
+def test_guard_agrees_with_live_select_on_the_installed_release(fi_cpu_host, real_wheel, capsys):
+    """The strongest form of 'cannot disagree': the runtime's own live lookup on
+    the imported flashinfer, against the guard's ast lookup on the same release's wheel."""
+    from fi_compat.adapters import select
+    from fi_compat.installer import live_lookup
+    from fi_compat.release import detect_release
+
+    installed = detect_release().version
+    assert installed is not None
+    live = select(installed, live_lookup)
+    _, data = run_json("--wheel", str(real_wheel(str(installed))), capsys=capsys)
+    (result,) = data["results"]
+    words = {"verified": "verified", "unverified": "compatible-unverified", "unsupported": "unsupported"}
+    assert (result["verdict"], result["adapter"]) == (words[live.outcome], live.adapter_name)
+    assert live.outcome == "verified"
+
+
+# --------------------------------------------------------------------------- synthetic: verdicts
+
+
+def test_synthetic_baseline_is_verified_and_runs_no_wheel_code(tmp_path, capsys, monkeypatch):
+    def no_extraction(*args, **kwargs):
+        raise AssertionError("the guard must not extract anything")
+
+    monkeypatch.setattr(zipfile.ZipFile, "extract", no_extraction)
+    monkeypatch.setattr(zipfile.ZipFile, "extractall", no_extraction)
+    before = set(tmp_path.iterdir())
+    wheel = make_wheel(tmp_path, "0.6.18")
+    status, data = run_json("--wheel", str(wheel), capsys=capsys)
+    assert status == 0
+    assert data["results"][0]["verdict"] == "verified"
+    assert set(tmp_path.iterdir()) == before | {wheel}
+    assert "flashinfer" not in sys.modules or hasattr(sys.modules["flashinfer"], "__version__")
+
+
+def test_drift_gained_required_parameter_is_unsupported(tmp_path, capsys):
+    drifted = CORE_0618.replace("max_seq_len, device,", "max_seq_len, device, page_table_layout,")
+    wheel = make_wheel(tmp_path, "0.6.18", drifted)
+    status, text = run_guard("--wheel", str(wheel), capsys=capsys)
+    assert status == 1, text
+    assert "unsupported" in text
+    assert "flashinfer.mla._core._build_mla_decode_tuning_config: gained required parameter 'page_table_layout'" in text
+    status, data = run_json("--wheel", str(wheel), capsys=capsys)
+    (mismatch,) = data["results"][0]["mismatches"]
+    assert mismatch["function"] == "flashinfer.mla._core._build_mla_decode_tuning_config"
+    assert "page_table_layout" in mismatch["found"] and "page_table_layout" not in mismatch["expected"]
+    assert mismatch["where"].endswith("!flashinfer/mla/_core.py:9")
+
+
+def test_drift_lost_functools_cache_and_renamed_parameter(tmp_path, capsys):
+    drifted = CORE_0618.replace("@functools.cache\n", "").replace("profile_seq_len,", "profile_len,")
+    status, data = run_json("--wheel", str(make_wheel(tmp_path, "0.7.4", drifted)), capsys=capsys)
+    assert status == 1
+    result = data["results"][0]
+    assert result["verdict"] == "unsupported" and result["adapter"] is None
+    (mismatch,) = [m for m in result["mismatches"] if m["function"].endswith("._mla_decode_tuning_config")]
+    assert "'profile_seq_len' was renamed to 'profile_len'" in mismatch["difference"]
+    assert "lost its functools.cache decorator" in mismatch["difference"]
+
+
+def test_matching_signatures_outside_every_range_are_compatible_unverified(tmp_path, capsys):
+    status, text = run_guard("--wheel", str(make_wheel(tmp_path, "0.7.5")), capsys=capsys)
+    assert status == 0, text
+    assert "0.7.5" in text and "compatible-unverified" in text and "cached-config-0.6.18" in text
+    assert "run the release matrix" in text.lower()
+
+
+def test_release_comes_from_metadata_not_the_file_name(tmp_path, capsys):
+    wheel = make_wheel(tmp_path, "0.7.5", name="renamed.whl")
+    status, data = run_json("--wheel", str(wheel), capsys=capsys)
+    assert (status, data["results"][0]["release"], data["results"][0]["verdict"]) == (0, "0.7.5", "compatible-unverified")
+
+
+def test_reexported_function_is_followed_like_the_runtime_attribute(tmp_path, capsys):
+    core = "import functools\nfrom ._builder import _build_mla_decode_tuning_config as _build_mla_decode_tuning_config\n"
+    core += CONFIG_0618 + DECODE_0618
+    wheel = make_wheel(tmp_path, "0.6.18", core, extra={"flashinfer/mla/_builder.py": BUILDER_0618})
+    status, data = run_json("--wheel", str(wheel), capsys=capsys)
+    assert (status, data["results"][0]["verdict"]) == (0, "verified")
+    broken = make_wheel(tmp_path, "0.6.18", core, name="no-builder.whl")  # the import target is absent
+    status, data = run_json("--wheel", str(broken), capsys=capsys)
+    assert status == 1
+    assert any(m["found"] is None and m["function"].endswith("_build_mla_decode_tuning_config")
+               for m in data["results"][0]["mismatches"])
+
+
+def test_missing_module_is_unsupported_and_says_which_file(tmp_path, capsys):
+    status, text = run_guard("--wheel", str(make_wheel(tmp_path, "0.7.6", core=None)), capsys=capsys)
+    assert status == 1, text
+    assert "flashinfer/mla/_core.py / flashinfer/mla/_core/__init__.py is not in the wheel" in text
+    assert "trtllm_batch_decode_with_kv_cache_mla: is missing" in text
+
+
+# --------------------------------------------------------------------------- synthetic: refusals (exit 2)
+
+
+def test_non_zip_is_refused(tmp_path, capsys):
+    bogus = tmp_path / "flashinfer_python-0.6.18-py3-none-any.whl"
+    bogus.write_bytes(b"<html>403 Forbidden</html>\n")
+    status, text = run_guard("--wheel", str(bogus), capsys=capsys)
+    assert status == 2
+    assert f"{bogus}: not a zip archive" in text
+
+
+def test_zip_that_is_not_flashinfer_is_refused(tmp_path, capsys):
+    other = tmp_path / "other-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("other/__init__.py", "")
+    status, text = run_guard("--wheel", str(other), capsys=capsys)
+    assert status == 2
+    assert "not a flashinfer-python wheel" in text and "other" in text
+
+
+def test_oversized_member_is_refused_without_reading_it(tmp_path, capsys):
+    huge = CORE_0618 + "#" * (17 * 1024 * 1024)
+    status, text = run_guard("--wheel", str(make_wheel(tmp_path, "0.6.18", huge)), capsys=capsys)
+    assert status == 2
+    assert "flashinfer/mla/_core.py: declares" in text and "over the 16,777,216-byte limit" in text
+
+
+def test_zip_bomb_ratio_is_refused(tmp_path, capsys):
+    bomb = CORE_0618 + "\n" * (4 * 1024 * 1024)  # 4 MiB under the size limit, ~1000:1
+    status, text = run_guard("--wheel", str(make_wheel(tmp_path, "0.6.18", bomb)), capsys=capsys)
+    assert status == 2
+    assert "compression ratio" in text and "zip-bomb" in text
+
+
+def test_source_that_does_not_parse_is_refused(tmp_path, capsys):
+    status, text = run_guard("--wheel", str(make_wheel(tmp_path, "0.6.18", "def broken(:\n")), capsys=capsys)
+    assert status == 2
+    assert "flashinfer/mla/_core.py:1: does not parse" in text
+
+
+# --------------------------------------------------------------------------- usage, fetch, exit codes
+
+
+def test_no_input_is_a_usage_error(capsys):
+    status, text = run_guard(capsys=capsys)
+    assert status == 2 and "give requirement FILEs" in text
+
+
+def test_unsupported_wins_over_verified_and_errors_win_over_both(tmp_path, capsys):
+    good = make_wheel(tmp_path, "0.6.18")
+    bad = make_wheel(tmp_path, "0.6.18", CORE_0618.replace("kv_lora_rank, max_seq_len, device,", "kv_lora_rank, device,"),
+                     name="bad.whl")
+    assert run_guard("--wheel", str(good), "--wheel", str(bad), capsys=capsys)[0] == 1
+    missing = tmp_path / "absent.whl"
+    status, text = run_guard("--wheel", str(good), "--wheel", str(bad), "--wheel", str(missing), capsys=capsys)
+    assert status == 2 and "absent.whl: no such file" in text
+
+
+def test_offline_cache_miss_and_empty_range_are_errors(tmp_path, capsys):
+    status, text = run_guard("--pin", "flashinfer-python==0.6.18", "--offline", "--cache-dir", str(tmp_path),
+                             capsys=capsys)
+    assert status == 2 and "no wheel in the cache" in text
+    status, text = run_guard("--pin", "flashinfer-python>0.6.18,<0.6.18.post1", "--offline",
+                             "--cache-dir", str(tmp_path), capsys=capsys)
+    assert status == 2 and "no release satisfies" in text
+    req = tmp_path / "r.txt"
+    req.write_text("flashinfer-python==0.6.18\nnot a requirement!\n")
+    status, text = run_guard(str(req), "--offline", capsys=capsys)
+    assert status == 2 and f"{req}:2: malformed requirement" in text
+
+
+def test_file_without_flashinfer_checks_nothing_and_passes(tmp_path, capsys):
+    req = tmp_path / "r.txt"
+    req.write_text("numpy==2.0\n")
+    status, text = run_guard(str(req), capsys=capsys)
+    assert status == 0 and "no flashinfer-python requirement" in text
+
+
+def test_range_is_expanded_offline_from_the_builtin_list(tmp_path, capsys):
+    for release in ("0.6.16.post1", "0.6.16.post2"):
+        make_wheel(tmp_path, release)
+    status, data = run_json("--pin", "flashinfer-python>=0.6.16.post1,<0.6.16.post3", "--offline",
+                            "--cache-dir", str(tmp_path), capsys=capsys)
+    assert status == 0
+    assert [(r["release"], r["verdict"]) for r in data["results"]] == [
+        ("0.6.16.post1", "verified"), ("0.6.16.post2", "verified")]
+    assert any("--offline" in note and "PUBLISHED_RELEASES" in note for note in data["notes"])
+
+
+def test_fetch_downloads_once_into_the_cache(tmp_path, monkeypatch):
+    """A fake pip writes the wheel; the second fetch must come from the cache."""
+    source = make_wheel(tmp_path, "0.7.4", name="source.whl")
+    calls = tmp_path / "calls"
+    script = tmp_path / "python"
+    script.write_text(
+        f"#!{sys.executable}\nimport shutil, sys\n"
+        f"open({str(calls)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+        "dest = sys.argv[sys.argv.index('--dest') + 1]\n"
+        f"shutil.copy({str(source)!r}, dest + '/flashinfer_python-0.7.4-py3-none-any.whl')\n"
+    )
+    script.chmod(0o755)
+    cache = tmp_path / "cache"
+    first = fetch("0.7.4", cache, python=str(script))
+    second = fetch("0.7.4", cache, python=str(script))
+    assert first == second == cache / "flashinfer_python-0.7.4-py3-none-any.whl"
+    (call,) = calls.read_text().splitlines()
+    assert "download --no-deps --only-binary=:all:" in call and call.endswith("flashinfer-python==0.7.4")
+    assert [p.name for p in cache.iterdir()] == [first.name]  # no staging directory left behind
+
+
+def test_failed_download_is_a_fetch_error_and_leaves_nothing(tmp_path):
+    script = tmp_path / "python"
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.stderr.write('ERROR: No matching distribution\\n')\nsys.exit(1)\n")
+    script.chmod(0o755)
+    with pytest.raises(FetchError, match="No matching distribution"):
+        fetch("9.9.9", tmp_path / "cache", python=str(script))
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("FI_COMPAT_WHEEL_CACHE", str(tmp_path / "c"))
+    assert default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("FI_COMPAT_WHEEL_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert default_cache_dir() == tmp_path / "x" / "fi_compat" / "wheels"
+
+
+# --------------------------------------------------------------------------- process-level
+
+
+def test_python_m_fi_compat_guard_imports_neither_torch_nor_flashinfer(tmp_path):
+    wheel = make_wheel(tmp_path, "0.6.18")
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['fi_compat', 'guard', '--wheel', sys.argv[1]]\n"
+        "try:\n    runpy.run_module('fi_compat', run_name='__main__')\n"
+        "except SystemExit as exc:\n    code = exc.code\n"
+        "bad = sorted(m for m in ('torch', 'flashinfer') if m in sys.modules)\n"
+        "print('IMPORTED', bad)\nsys.exit(code)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", probe, str(wheel)], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "verified" in done.stdout and "IMPORTED []" in done.stdout
+    cli = subprocess.run([sys.executable, "-m", "fi_compat", "guard", "--wheel", str(wheel), "--json"],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert cli.returncode == 0 and json.loads(cli.stdout)["results"][0]["verdict"] == "verified"
+
+
+def test_guard_errors_are_fi_compat_errors():
+    from fi_compat.errors import FiCompatError
+
+    assert issubclass(GuardError, FiCompatError)
+    assert fetch_module.CACHE_ENV == "FI_COMPAT_WHEEL_CACHE"
