@@ -154,11 +154,16 @@ def main(argv: list[str] | None = None) -> int:
         return release, "verified" if status == 0 else f"failed ({status})", time.time() - start
 
     # Releases are independent (own venv, own process): run --jobs at a time.
+    # Logs are printed as each release finishes, so a run cut short by a
+    # time limit still shows every finished release.
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         summary = []
-        for release, outcome, seconds in pool.map(run_release, releases):
+        for future in concurrent.futures.as_completed([pool.submit(run_release, r) for r in releases]):
+            release, outcome, seconds = future.result()
             summary.append((release, outcome, seconds))
             print((Path(args.venvs) / f"{release}.log").read_text(), flush=True)
+            print(f"=== {release}: {outcome} in {seconds:.0f}s", flush=True)
+    summary.sort(key=lambda item: releases.index(item[0]))
     print("=== gpu_matrix summary")
     for release, outcome, seconds in summary:
         print(f"  {release:14} {outcome:18} {seconds:6.1f}s")
