@@ -127,6 +127,17 @@ def main(argv: list[str] | None = None) -> int:
         print("matrix_run: flashinfer-python is not installed here", file=sys.stderr)
         return 2
     adapters = [a.name for a in adapters_for_release(Version(release))]
+    if args.platform == "gpu":
+        # Never record a GPU result from a machine without a CUDA device.
+        try:
+            import torch
+
+            cuda = torch.cuda.is_available()
+        except ImportError:
+            cuda = False
+        if not cuda:
+            print("matrix_run: --platform gpu needs torch with a CUDA device; nothing recorded", file=sys.stderr)
+            return 2
 
     env = dict(os.environ, FI_COMPAT_MATRIX_PLATFORM=args.platform, PYTHONUNBUFFERED="1")
     with tempfile.TemporaryDirectory() as tmp:
