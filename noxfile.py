@@ -3,12 +3,33 @@
 * ``tests``: the whole suite on CPU, torch 2.13.0 (CPU build) and the default
   flashinfer release.
 * ``soak``: the main job (README's first command).
+* ``matrix(flashinfer='X')``: ``tests/matrix`` on CPU under the shim, one
+  session per release in ``fi_compat.releases.MATRIX_RELEASES``; each writes
+  ``docs/compat-results/cpu/X.json`` (see ``scripts/matrix_run.py``).
+* ``gpu_matrix(flashinfer='X')``: the same suite plus the ``gpu`` tests on a
+  CUDA machine, no shim, the machine's own torch; writes
+  ``docs/compat-results/gpu/X.json``.  Offline machines: ``-- --wheelhouse
+  DIR`` or ``FI_COMPAT_WHEELHOUSE=DIR``.  ``scripts/gpu_matrix.py`` does the
+  same without nox.
+* ``compat_doc``: regenerate ``docs/compatibility.md`` from the results.
 
 Every session builds its own virtual environment; nothing here touches the
-interpreter that runs nox.
+interpreter that runs nox.  The matrix sessions share one base environment
+(``.nox/_matrix_base``: torch, flashinfer's dependencies, fi_compat and the
+test tools), built once and reused while its inputs are unchanged; each
+session's own venv sees it through a ``.pth`` file and installs only
+``flashinfer-python==X --no-deps``, then ``pip check`` confirms that the
+shared dependencies satisfy release X.
 """
 
 from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
 
 import nox
 
@@ -16,9 +37,26 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
 nox.options.sessions = ["tests"]
 
+ROOT = Path(__file__).resolve().parent
 PYTHON = None  # the interpreter running nox
 TORCH = "torch==2.13.0"  # pip finds the CPU build on these machines without a download
-DEFAULT_FLASHINFER = "0.6.18"
+WHEELHOUSE_ENV = "FI_COMPAT_WHEELHOUSE"
+RESULTS = ROOT / "docs" / "compat-results"
+
+
+def _load_releases():
+    # fi_compat is not installed in the interpreter that runs nox: load the
+    # one-file release list by path (it imports nothing).
+    spec = importlib.util.spec_from_file_location("_fi_compat_releases", ROOT / "fi_compat" / "releases.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_releases = _load_releases()
+MATRIX_RELEASES: tuple[str, ...] = tuple(_releases.MATRIX_RELEASES)
+NEWEST = MATRIX_RELEASES[-1]
+DEFAULT_FLASHINFER: str = _releases.DEFAULT_RELEASE
 
 
 def install_host_stack(session: nox.Session, flashinfer: str = DEFAULT_FLASHINFER) -> None:
@@ -42,3 +80,140 @@ def soak(session: nox.Session) -> None:
     install_host_stack(session)
     session.install("matplotlib")
     session.run("fi-compat", "soak", *(session.posargs or ["--plot", "soak.png"]))
+
+
+# --------------------------------------------------------------------------
+# The release matrix
+
+
+def _wheelhouse(session: nox.Session) -> tuple[str | None, list[str]]:
+    """``--wheelhouse DIR`` from the posargs (removed from them) or the
+    environment; returns (dir or None, remaining posargs)."""
+    args = list(session.posargs)
+    wheelhouse = os.environ.get(WHEELHOUSE_ENV) or None
+    if "--wheelhouse" in args:
+        i = args.index("--wheelhouse")
+        if i + 1 >= len(args):
+            session.error("--wheelhouse needs a directory")
+        wheelhouse = args[i + 1]
+        del args[i:i + 2]
+    if wheelhouse is not None:
+        wheelhouse = str(Path(wheelhouse).resolve())
+        if not Path(wheelhouse).is_dir():
+            session.error(f"wheelhouse {wheelhouse} is not a directory")
+    return wheelhouse, args
+
+
+def _find_args(wheelhouse: str | None) -> list[str]:
+    return ["--find-links", wheelhouse] if wheelhouse else []
+
+
+def _venv_python(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+
+
+def _purelib(session: nox.Session, python: str) -> str:
+    return session.run(
+        python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        silent=True, external=True,
+    ).strip()
+
+
+def _matrix_base(session: nox.Session, wheelhouse: str | None) -> str:
+    """Build (once) or reuse the shared base environment; return its site-packages.
+
+    Contents: torch, the dependencies of the newest matrix release (every
+    release's Requires-Dist are lower bounds that the newest one's resolve
+    satisfies; ``pip check`` in each session proves it for that release),
+    fi_compat (editable) and the test tools.  Rebuilt when the stamp (torch
+    pin, newest release, pyproject.toml, interpreter) changes.
+    """
+    base = Path(session.virtualenv.location).parent / "_matrix_base"
+    stamp_text = "\n".join([
+        TORCH, NEWEST, (ROOT / "pyproject.toml").read_text(), session.run(
+            "python", "-c", "import sys; print(sys.version)", silent=True).strip(),
+    ])
+    stamp = hashlib.sha256(stamp_text.encode()).hexdigest()
+    stamp_file = base / "fi_compat_stamp"
+    python = str(_venv_python(base))
+    if stamp_file.exists() and stamp_file.read_text() == stamp and Path(python).exists():
+        session.log(f"reusing the shared matrix base {base}")
+        return _purelib(session, python)
+    session.log(f"building the shared matrix base {base}")
+    shutil.rmtree(base, ignore_errors=True)
+    session.run("python", "-m", "venv", str(base))
+    pip = [python, "-m", "pip", "install", "-q", *_find_args(wheelhouse)]
+    session.run(*pip, TORCH, external=True)
+    # flashinfer's dependencies, taken from the newest release, then the
+    # release itself is removed: each session installs its own.
+    session.run(*pip, f"flashinfer-python=={NEWEST}", external=True)
+    session.run(python, "-m", "pip", "uninstall", "-q", "-y", "flashinfer-python", external=True)
+    session.run(*pip, "-e", f"{ROOT}[test]", external=True)
+    stamp_file.write_text(stamp)
+    return _purelib(session, python)
+
+
+def _result_command(name: str, release: str, rest: list[str]) -> str:
+    tail = f" -- {' '.join(rest)}" if rest else ""
+    return f"python3 -m nox -s \"{name}(flashinfer='{release}')\"{tail}"
+
+
+@nox.session(python=PYTHON, venv_params=["--without-pip"])
+@nox.parametrize("flashinfer", MATRIX_RELEASES, ids=[f"flashinfer='{r}'" for r in MATRIX_RELEASES])
+def matrix(session: nox.Session, flashinfer: str) -> None:
+    """tests/matrix on CPU (shim) for one flashinfer release -> docs/compat-results/cpu/.
+
+    Writes docs/compat-results/cpu/<release>.json.  Posargs go to pytest;
+    ``--wheelhouse DIR`` (or FI_COMPAT_WHEELHOUSE) adds a local wheel source."""
+    wheelhouse, rest = _wheelhouse(session)
+    base_site = _matrix_base(session, wheelhouse)
+    # The session venv has no pip of its own: `python -m pip` is the base's,
+    # installing into this venv (sys.prefix); the base's packages come in
+    # through this .pth, after the venv's own site-packages.
+    site = Path(_purelib(session, "python"))
+    (site / "_fi_compat_matrix_base.pth").write_text(f"import site; site.addsitedir({base_site!r})\n")
+    session.install("-q", "--no-deps", *_find_args(wheelhouse), f"flashinfer-python=={flashinfer}")
+    session.run("python", "-m", "pip", "check")
+    session.run(
+        "python", str(ROOT / "scripts" / "matrix_run.py"), "--platform", "cpu",
+        "--results", str(RESULTS / "cpu"), "--command", _result_command("matrix", flashinfer, rest),
+        *(["--"] + rest if rest else []),
+    )
+
+
+@nox.session(python=PYTHON, venv_params=["--system-site-packages"])
+@nox.parametrize("flashinfer", MATRIX_RELEASES, ids=[f"flashinfer='{r}'" for r in MATRIX_RELEASES])
+def gpu_matrix(session: nox.Session, flashinfer: str) -> None:
+    """tests/matrix + gpu tests on a CUDA device, no shim -> docs/compat-results/gpu/.
+
+    The machine's torch (never downloaded: the venv sees the system packages).
+    With a wheelhouse (``-- --wheelhouse DIR`` or FI_COMPAT_WHEELHOUSE) the
+    install is offline: flashinfer's import dependencies and fi_compat's
+    build backend come from it too; a release with no wheel there is skipped.
+    Writes docs/compat-results/gpu/<release>.json."""
+    wheelhouse, rest = _wheelhouse(session)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from gpu_matrix import inherit_site_packages, install_commands
+    finally:
+        sys.path.pop(0)
+    # nox's own interpreter may be a venv (it is on the H200 image): see
+    # inherit_site_packages.
+    inherit_site_packages(str(_venv_python(Path(session.virtualenv.location))))
+    try:
+        commands = install_commands(flashinfer, wheelhouse, "python", str(ROOT))
+    except FileNotFoundError as exc:
+        session.skip(str(exc))
+    for command in commands:
+        session.run(*command)
+    session.run(
+        "python", str(ROOT / "scripts" / "matrix_run.py"), "--platform", "gpu",
+        "--results", str(RESULTS / "gpu"), "--command", _result_command("gpu_matrix", flashinfer, rest),
+        *(["--"] + rest if rest else []),
+    )
+
+
+@nox.session(python=PYTHON, venv_backend="none")
+def compat_doc(session: nox.Session) -> None:
+    """Regenerate docs/compatibility.md from docs/compat-results/."""
+    session.run(sys.executable, str(ROOT / "scripts" / "gen_compatibility.py"), *session.posargs)

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Generate docs/compatibility.md from the matrix results.  Never edit the output by hand.
+
+Reads ``docs/compat-results/cpu/*.json`` (``nox -s matrix``) and
+``docs/compat-results/gpu/*.json`` (``nox -s gpu_matrix`` or
+``scripts/gpu_matrix.py``), one file per release as written by
+``scripts/matrix_run.py``, and writes one row per release in
+``fi_compat.releases.MATRIX_RELEASES`` (plus any other release with results).
+
+    python3 scripts/gen_compatibility.py            # writes docs/compatibility.md
+    python3 scripts/gen_compatibility.py --check    # exit 1 if the file is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "compat-results"
+OUTPUT = ROOT / "docs" / "compatibility.md"
+
+
+def load_releases() -> tuple[str, ...]:
+    spec = importlib.util.spec_from_file_location("_releases", ROOT / "fi_compat" / "releases.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.MATRIX_RELEASES)
+
+
+def version_key(release: str) -> Any:
+    try:
+        from packaging.version import Version
+
+        return Version(release)
+    except Exception:  # packaging missing or odd name: plain sort
+        return tuple(int(p) if p.isdigit() else 0 for p in release.replace("post", "").split("."))
+
+
+def load(results: Path, platform: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in sorted((results / platform).glob("*.json")):
+        data = json.loads(path.read_text())
+        out[data["release"]] = data
+    return out
+
+
+def verdict(result: Optional[dict[str, Any]], with_device: bool = False) -> str:
+    if result is None:
+        return "not run"
+    t = result["pytest"]
+    counts = f"{t['passed']} passed, {t['failed'] + t['errors']} failed, {t['skipped']} skipped"
+    word = "**yes**" if result["verified"] else "**no**"
+    device = f" on {result['device']}" if with_device else ""
+    return f"{word}{device} ({counts})"
+
+
+def bytes_cell(growth: Optional[dict[str, Any]], site: str) -> str:
+    if not growth:
+        return "—"
+    without, with_ = growth.get(f"{site}_without"), growth.get(f"{site}_with")
+
+    def fmt(m: Optional[dict[str, Any]]) -> str:
+        return "error" if m is None else f"{m['bytes_per_distinct']:,.0f} B"
+
+    return f"{fmt(without)} → {fmt(with_)}"
+
+
+def adapter_of(*results: Optional[dict[str, Any]]) -> str:
+    for r in results:
+        if r is not None and r.get("adapter"):
+            a = r["adapter"]
+            return ", ".join(a) if isinstance(a, list) else a
+    return "—"
+
+
+def runs_section(title: str, results: dict[str, dict[str, Any]], notes: Optional[Path] = None) -> list[str]:
+    lines = [f"### {title}", ""]
+    if notes is not None and notes.exists():
+        # How the run was set up (e.g. an offline machine's wheelhouse): kept
+        # beside the results it explains.
+        lines += [notes.read_text().strip(), ""]
+    if not results:
+        return lines + ["No results recorded.", ""]
+    groups: dict[tuple, list[str]] = {}
+    for release, r in sorted(results.items(), key=lambda kv: version_key(kv[0])):
+        key = (r["device"], r["python"], r["torch"], r["date"], r["command"] if title.startswith("GPU") else "")
+        groups.setdefault(key, []).append(release)
+    for (device, python, torch, date, command), releases in groups.items():
+        lines.append(f"- {date}: {device}; Python {python}, torch {torch}; releases {', '.join(releases)}")
+        if command:
+            lines.append(f"  - command: `{command}`")
+    if not title.startswith("GPU"):
+        lines.append("  - command, per release: `python3 -m nox -s \"matrix(flashinfer='X')\"` "
+                     "(all of them: `python3 -m nox -s matrix`)")
+    reasons: dict[str, int] = {}
+    for r in results.values():
+        for reason, n in r["pytest"].get("skip_reasons", {}).items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    if reasons:
+        lines.append("- skips, summed over releases: " + "; ".join(
+            f"{n} × \"{reason}\"" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])))
+    files = sorted({f for r in results.values() for f in r["pytest"].get("by_file", {})})
+    if files:
+        lines += ["", "| release | " + " | ".join(f"`{f}`" for f in files) + " |",
+                  "|---|" + "---|" * len(files)]
+        for rel, r in sorted(results.items(), key=lambda kv: version_key(kv[0])):
+            by_file = r["pytest"].get("by_file", {})
+            cells = []
+            for f in files:
+                c = by_file.get(f)
+                cells.append("—" if c is None else f"{c['passed']} ✓ {c['failed']} ✗ {c['skipped']} skip")
+            lines.append(f"| {rel} | " + " | ".join(cells) + " |")
+        lines.append("")
+    failing = {rel: r["pytest"].get("failures", []) for rel, r in results.items() if r["pytest"].get("failures")}
+    for rel, names in sorted(failing.items(), key=lambda kv: version_key(kv[0])):
+        shown = ", ".join(f"`{n.split('::')[-1]}`" for n in names[:6])
+        more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+        lines.append(f"- {rel}: failing tests {shown}{more}")
+    return lines + [""]
+
+
+def render(results_dir: Path) -> str:
+    cpu, gpu = load(results_dir, "cpu"), load(results_dir, "gpu")
+    releases = sorted(set(load_releases()) | set(cpu) | set(gpu), key=version_key)
+    out = [
+        "# flashinfer compatibility",
+        "",
+        "<!-- Generated by scripts/gen_compatibility.py from docs/compat-results/; do not edit by hand. -->",
+        "",
+        "Each row is one flashinfer-python release of the matrix (`fi_compat.releases.MATRIX_RELEASES`).",
+        "*CPU verified*: `tests/matrix` passed under the CPU shim (`nox -s matrix`). *GPU verified*: the same",
+        "suite plus the `gpu` tests on a CUDA device with no shim (`nox -s gpu_matrix` / `scripts/gpu_matrix.py`);",
+        "MLA kernel launches need SM100/SM103 and are skipped elsewhere, so on other devices the real host path",
+        "(builder, `AutoTuner.choose_one`, decode up to a recorded launch) is what is verified.",
+        "A release is verified only if pytest passed at least one test with no failure and the growth",
+        "measurement ran.",
+        "",
+        "*Growth* is host (Python-heap) memory per distinct `max_seq_len`, steady state, without → with",
+        "fi_compat (`scripts/measure_growth.py`: tracemalloc over 800 new distinct values after 400 warm-up",
+        "values). *builder*: `_build_mla_decode_tuning_config` called directly (every autotuned path, e.g.",
+        "`backend=\"auto\"` on SM100). *decode*: `trtllm_batch_decode_with_kv_cache_mla` called as TensorRT-LLM",
+        "calls it (`backend=\"trtllm-gen\"`), launch stubbed. GPU columns come from the GPU run where there is one.",
+        "",
+        "| release | adapter | CPU verified | growth CPU, builder | growth CPU, decode | GPU verified | growth GPU, builder | growth GPU, decode |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for release in releases:
+        c, g = cpu.get(release), gpu.get(release)
+        out.append(
+            f"| {release} | {adapter_of(c, g)} | {verdict(c)} | {bytes_cell(c and c.get('growth'), 'builder')} "
+            f"| {bytes_cell(c and c.get('growth'), 'decode')} | {verdict(g, with_device=True)} "
+            f"| {bytes_cell(g and g.get('growth'), 'builder')} | {bytes_cell(g and g.get('growth'), 'decode')} |"
+        )
+    out += ["", "## Runs", ""]
+    out += runs_section("CPU matrix", cpu, results_dir / "cpu" / "NOTES.md")
+    out += runs_section("GPU matrix", gpu, results_dir / "gpu" / "NOTES.md")
+    out += [
+        "## Regenerate",
+        "",
+        "```",
+        "python3 -m nox -s matrix                      # CPU results -> docs/compat-results/cpu/",
+        "python3 -m nox -s gpu_matrix -- --wheelhouse DIR   # on a CUDA machine -> docs/compat-results/gpu/",
+        "python3 scripts/gen_compatibility.py          # this file",
+        "```",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--output", default=str(OUTPUT))
+    parser.add_argument("--check", action="store_true", help="exit 1 if the output is not up to date")
+    args = parser.parse_args(argv)
+    text = render(Path(args.results))
+    output = Path(args.output)
+    if args.check:
+        current = output.read_text() if output.exists() else ""
+        if current != text:
+            print(f"{output} is stale: run scripts/gen_compatibility.py", file=sys.stderr)
+            return 1
+        return 0
+    output.write_text(text)
+    print(f"wrote {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

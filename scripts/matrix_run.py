@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Run the release suite once, in the current environment, and write its result.
+
+The environment must already hold the flashinfer release under test (the nox
+sessions ``matrix`` and ``gpu_matrix`` and ``scripts/gpu_matrix.py`` set it
+up).  This runs ``pytest tests/matrix`` (CPU: under the shim, ``gpu`` tests
+skipped; GPU: no shim, ``gpu`` tests included), then
+``scripts/measure_growth.py``, and writes ``RESULTS/<release>.json``::
+
+    {"schema": 1, "platform": "cpu"|"gpu", "release": "0.6.18",
+     "adapter": "cached-config-0.6.18", "device": "...", "python": "3.11.7",
+     "torch": "2.13.0+cpu", "command": "...", "date": "2026-12-02",
+     "pytest": {"exit_status": 0, "tests": 40, "passed": 38, "failed": 0,
+                "errors": 0, "skipped": 2, "skip_reasons": {"needs SM100/SM103": 2}},
+     "growth": {... scripts/measure_growth.py output ...},
+     "verified": true}
+
+``verified`` is true only when pytest exited 0 having passed at least one test
+and the growth measurement ran without error.  The exit status is 0 exactly
+when ``verified`` is true.
+
+    python scripts/matrix_run.py --platform cpu --results docs/compat-results/cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = 1
+
+
+def parse_junit(path: Path) -> dict[str, Any]:
+    counts = Counter()
+    by_file: dict[str, Counter] = {}
+    reasons: Counter[str] = Counter()
+    failures: list[str] = []
+    if not path.exists():
+        return {"tests": 0, "passed": 0, "failed": 0, "errors": 0, "skipped": 0, "skip_reasons": {}, "failures": [],
+                "by_file": {}}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        counts["tests"] += 1
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        per_file = by_file.setdefault(case.get("classname", "").rsplit(".", 1)[-1], Counter())
+        if case.find("failure") is not None:
+            counts["failed"] += 1
+            per_file["failed"] += 1
+            failures.append(name)
+        elif case.find("error") is not None:
+            counts["errors"] += 1
+            per_file["failed"] += 1
+            failures.append(name)
+        elif (skipped := case.find("skipped")) is not None:
+            counts["skipped"] += 1
+            per_file["skipped"] += 1
+            message = (skipped.get("message") or "").strip()
+            # pytest writes "Skipped: reason" or "reason"
+            reasons[message.removeprefix("Skipped: ").strip() or "(no reason)"] += 1
+        else:
+            counts["passed"] += 1
+            per_file["passed"] += 1
+    return {
+        "tests": counts["tests"], "passed": counts["passed"], "failed": counts["failed"],
+        "errors": counts["errors"], "skipped": counts["skipped"],
+        "skip_reasons": dict(sorted(reasons.items())), "failures": failures[:50],
+        "by_file": {f: {k: c[k] for k in ("passed", "failed", "skipped")} for f, c in sorted(by_file.items())},
+    }
+
+
+def device_name(platform_name: str) -> str:
+    if platform_name == "gpu":
+        try:
+            import torch
+        except ImportError:
+            return "no torch"
+
+        if not torch.cuda.is_available():
+            return "no CUDA device"
+        major, minor = torch.cuda.get_device_capability(0)
+        return f"{torch.cuda.get_device_name(0)} (SM{major}{minor})"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU {cpu}, {os.cpu_count()} cores (fi_compat SM100 shim)"
+
+
+def version_of(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--platform", choices=("cpu", "gpu"), required=True)
+    parser.add_argument("--results", required=True, help="directory for <release>.json")
+    parser.add_argument("--command", default=os.environ.get("FI_COMPAT_MATRIX_COMMAND", ""),
+                        help="the command that ran this (recorded as is)")
+    parser.add_argument("--skip-growth", action="store_true", help="do not run scripts/measure_growth.py")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = parser.parse_args(argv)
+
+    from packaging.version import Version
+
+    from fi_compat.adapters import adapters_for_release
+
+    release = version_of("flashinfer-python")
+    if release is None:
+        print("matrix_run: flashinfer-python is not installed here", file=sys.stderr)
+        return 2
+    adapters = [a.name for a in adapters_for_release(Version(release))]
+    if args.platform == "gpu":
+        # Never record a GPU result from a machine without a CUDA device.
+        try:
+            import torch
+
+            cuda = torch.cuda.is_available()
+        except ImportError:
+            cuda = False
+        if not cuda:
+            print("matrix_run: --platform gpu needs torch with a CUDA device; nothing recorded", file=sys.stderr)
+            return 2
+
+    env = dict(os.environ, FI_COMPAT_MATRIX_PLATFORM=args.platform, PYTHONUNBUFFERED="1")
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", "tests/matrix", "-p", "no:cacheprovider", "-q", "-rs",
+               f"--junitxml={junit}", *args.pytest_args]
+        print("+", " ".join(cmd), flush=True)
+        status = subprocess.call(cmd, cwd=ROOT, env=env)
+        tests = parse_junit(junit)
+    tests["exit_status"] = status
+
+    growth: dict[str, Any] | None = None
+    if not args.skip_growth:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "growth.json"
+            cmd = [sys.executable, str(ROOT / "scripts" / "measure_growth.py"),
+                   "--device", "cuda" if args.platform == "gpu" else "cpu", "--json", str(out)]
+            print("+", " ".join(cmd), flush=True)
+            growth_status = subprocess.call(cmd, cwd=ROOT, env=env)
+            if out.exists():
+                growth = json.loads(out.read_text())
+            else:
+                growth = {"errors": {"run": f"measure_growth.py exited {growth_status} without a result"}}
+
+    try:
+        import torch  # after the runs: its import is not part of what they measure
+    except ImportError:
+        torch = None
+
+    result = {
+        "schema": SCHEMA,
+        "platform": args.platform,
+        "release": release,
+        "adapter": adapters[0] if len(adapters) == 1 else (adapters or None),
+        "device": device_name(args.platform),
+        "python": platform.python_version(),
+        "torch": getattr(torch, "__version__", None),
+        "fi_compat": version_of("fi-compat"),
+        "command": args.command,
+        "date": datetime.date.today().isoformat(),
+        "pytest": tests,
+        "growth": growth,
+    }
+    result["verified"] = bool(
+        status == 0 and tests["passed"] > 0 and (growth is None or not growth.get("errors"))
+    )
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    target = results / f"{release}.json"
+    target.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    print(f"matrix_run: flashinfer {release}: {tests['passed']} passed, {tests['failed']} failed, "
+          f"{tests['errors']} errors, {tests['skipped']} skipped; verified={result['verified']} -> {target}")
+    return 0 if result["verified"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

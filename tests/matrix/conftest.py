@@ -1,0 +1,128 @@
+"""Marker and host logic for the release suite (``tests/matrix``).
+
+Platforms (``FI_COMPAT_MATRIX_PLATFORM``, set by ``scripts/matrix_run.py``):
+
+``cpu`` (also the default when unset)
+    ``nox -s matrix`` and ``nox -s tests``: tests marked ``gpu`` are skipped
+    ("needs a CUDA device"); the ``fi_cpu_host`` fixture is fi_compat's
+    SM100 shim.
+``gpu``
+    ``nox -s gpu_matrix``: no shim.  ``fi_cpu_host`` is replaced by a host
+    that stubs only the trtllm-gen kernel-module loader (real torch, real
+    device properties, real CUDA tensors), ``fi_device`` is ``cuda``, and
+    torch's default device is ``cuda`` for the whole run, so the suite's
+    plain ``torch.zeros(...)`` inputs are CUDA tensors (explicit ``meta`` or
+    ``cpu`` tensors stay where they are asked to be).
+    Tests marked ``gpu`` run; those also marked ``mla_kernel`` (they launch
+    a real MLA kernel) skip with the reason "needs SM100/SM103" on any other
+    device.
+
+Markers: ``gpu`` (needs a CUDA device), ``mla_kernel`` (launches an MLA
+decode kernel: SM100/SM103 only).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+import pytest
+
+MLA_KERNEL_CAPABILITIES = ((10, 0), (10, 3))
+NEEDS_SM100 = "needs SM100/SM103"
+NEEDS_CUDA = "needs a CUDA device (run by nox -s gpu_matrix)"
+
+
+def matrix_platform() -> str:
+    value = os.environ.get("FI_COMPAT_MATRIX_PLATFORM", "cpu").strip().lower()
+    if value not in ("cpu", "gpu"):
+        raise pytest.UsageError(f"FI_COMPAT_MATRIX_PLATFORM={value!r}: expected cpu or gpu")
+    return value
+
+
+def cuda_capability() -> tuple[int, int] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return tuple(torch.cuda.get_device_capability(0))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (run by nox -s gpu_matrix)")
+    config.addinivalue_line("markers", f"mla_kernel: launches a real MLA decode kernel ({NEEDS_SM100})")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    platform = matrix_platform()
+    capability = cuda_capability() if platform == "gpu" else None
+    for item in items:
+        if item.get_closest_marker("gpu") is None and item.get_closest_marker("mla_kernel") is None:
+            continue
+        if platform != "gpu" or capability is None:
+            item.add_marker(pytest.mark.skip(reason=NEEDS_CUDA))
+        elif item.get_closest_marker("mla_kernel") is not None and capability not in MLA_KERNEL_CAPABILITIES:
+            item.add_marker(pytest.mark.skip(reason=NEEDS_SM100))
+
+
+@pytest.fixture(scope="session")
+def fi_platform() -> str:
+    """``"cpu"`` or ``"gpu"``: which matrix this run belongs to."""
+    return matrix_platform()
+
+
+@pytest.fixture(scope="session")
+def fi_device(fi_platform: str) -> Any:
+    """Where tests should put their tensors: ``cuda`` on the GPU matrix, else ``cpu``."""
+    torch = pytest.importorskip("torch")
+    if fi_platform == "gpu":
+        if not torch.cuda.is_available():
+            pytest.fail("FI_COMPAT_MATRIX_PLATFORM=gpu but torch sees no CUDA device")
+        return torch.device("cuda", 0)
+    return torch.device("cpu")
+
+
+class CudaHost:
+    """What ``fi_cpu_host`` yields on the GPU matrix: same ``recorder`` /
+    ``launches`` interface as :class:`fi_compat.testing.CpuHost`, no shim."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+
+    @property
+    def launches(self) -> Any:
+        return self.recorder.launches
+
+
+if matrix_platform() == "gpu":
+
+    @pytest.fixture(scope="session", autouse=True)
+    def _cuda_default_device() -> Iterator[None]:
+        """The same suite on real CUDA tensors: tensors created without a
+        device land on the GPU (flashinfer's trtllm-gen path rejects CPU
+        tensors on a CUDA host)."""
+        try:
+            import torch
+        except ImportError:
+            yield
+            return
+        if not torch.cuda.is_available():
+            yield
+            return
+        torch.set_default_device("cuda")
+        try:
+            yield
+        finally:
+            torch.set_default_device(None)
+
+    @pytest.fixture(scope="session")
+    def fi_cpu_host() -> Iterator[Any]:  # noqa: F811  (overrides the plugin's shim)
+        """GPU matrix: flashinfer on the real CUDA device, only the trtllm-gen
+        kernel-module loader stubbed (no torch or capability shim)."""
+        pytest.importorskip("torch")
+        from fi_compat.testing.loader_stub import stub_trtllm_gen_loader
+
+        with stub_trtllm_gen_loader() as recorder:
+            yield CudaHost(recorder)
