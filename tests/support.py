@@ -42,14 +42,28 @@ def decode_inputs(torch: Any, batch: int = 4, page_size: int = 32, width: int = 
     }
 
 
+# id -> (function, accepts); holding the function keeps its id from being reused.
+_ACCEPTS_COUNTER: dict[int, tuple[Any, bool]] = {}
+
+
 def trtllm_call(function: Any, t: dict[str, Any], max_seq_len: int, **extra: Any) -> Any:
     """TensorRT-LLM's call pattern (shared/flashinfer-notes.md): 16 positional
-    arguments, then backend/is_var_seq/uses_shared_paged_kv_idx/counter keywords."""
+    arguments, then backend/is_var_seq/uses_shared_paged_kv_idx and, where the
+    callee accepts it (flashinfer >= 0.6.15, and fi_compat.mla_decode
+    everywhere), multi_ctas_kv_counter_buffer."""
+    import inspect
+
+    known = _ACCEPTS_COUNTER.get(id(function))
+    if known is None:
+        known = (function, "multi_ctas_kv_counter_buffer" in inspect.signature(function).parameters)
+        _ACCEPTS_COUNTER[id(function)] = known
+    accepts = known[1]
+    if accepts:
+        extra.setdefault("multi_ctas_kv_counter_buffer", None)
     return function(
         t["query"], t["kv_cache"], t["workspace_buffer"], 128, 512, 64, t["block_tables"], t["seq_lens"],
         max_seq_len, 0, t["out"], 1.0, 1.0, None, None, False,
-        backend="trtllm-gen", is_var_seq=True, uses_shared_paged_kv_idx=False,
-        multi_ctas_kv_counter_buffer=None, **extra,
+        backend="trtllm-gen", is_var_seq=True, uses_shared_paged_kv_idx=False, **extra,
     )
 
 

@@ -41,7 +41,7 @@ def builder_parameters(core) -> set[str]:
     return set(inspect.signature(core._build_mla_decode_tuning_config).parameters)
 
 
-def random_arguments(rng: random.Random, parameters: set[str]) -> dict:
+def random_arguments(rng: random.Random, parameters: set[str], device=None) -> dict:
     page_size = rng.choice((16, 32, 64))
     width = rng.choice((1, 8, 64, 512, 4096))
     runner_names = rng.choice((["trtllm-gen"], ["trtllm-gen"], ["trtllm-gen", "cute-dsl"], ["cute-dsl"]))
@@ -54,7 +54,8 @@ def random_arguments(rng: random.Random, parameters: set[str]) -> dict:
         "num_heads": rng.choice((16, 128)),
         "kv_lora_rank": 512,
         "max_seq_len": rng.choice((rng.randint(1, 300), rng.randint(1, 1 << 20), width * page_size)),
-        "device": torch.device("cpu"),
+        # the cute-dsl cap reads the device's SM count: a real CUDA device on the GPU matrix
+        "device": device if device is not None else torch.device("cpu"),
     }
     if "has_sparse_mla_top_k_lens" in parameters:
         sparse = rng.random() < 0.2
@@ -113,10 +114,10 @@ def expected_after_normalisation(unpatched: dict, arguments: dict) -> dict:
     return expected
 
 
-def test_parity_with_unpatched_flashinfer_on_random_arguments(core):
+def test_parity_with_unpatched_flashinfer_on_random_arguments(core, fi_device):
     rng = random.Random(20261202)
     parameters = builder_parameters(core)
-    argument_sets = [random_arguments(rng, parameters) for _ in range(2000)]
+    argument_sets = [random_arguments(rng, parameters, fi_device) for _ in range(2000)]
     unpatched = [fingerprint(core._build_mla_decode_tuning_config(**a)) for a in argument_sets]
     state = fi_compat.install(maxsize=64)
     assert state["outcome"] == "verified", state["reason"]
