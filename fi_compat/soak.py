@@ -128,17 +128,18 @@ def run_worker(variant: str, options: dict[str, Any]) -> dict[str, Any]:
 
         call(1)  # warm-up: first-call imports and allocations are not growth
         host.recorder.clear()
-        gc.collect()
-        if trace:
-            tracemalloc.start()
-        traced_start = tracemalloc.get_traced_memory()[0] if trace else 0
-        rss_start = _rss_bytes()
-        # Preallocated so the soak's own bookkeeping is not counted as growth.
+        # Preallocated before the start is read, so the soak's own bookkeeping
+        # is not counted as growth (tracemalloc or RSS).
         every = max(1, len(lengths) // PLOT_POINTS)
         times = array("d", bytes(8 * len(lengths)))
         sample_steps = array("q", bytes(8 * (len(lengths) // every + 1)))
         sample_bytes = array("q", bytes(8 * (len(lengths) // every + 1)))
         taken = 0
+        gc.collect()
+        if trace:
+            tracemalloc.start()
+        traced_start = tracemalloc.get_traced_memory()[0] if trace else 0
+        rss_start = _rss_bytes()
         show = options["progress"]
         clock = time.perf_counter
         for step, max_seq_len in enumerate(lengths, 1):
