@@ -104,3 +104,23 @@ def site_without_flashinfer(tmp_path: "Path") -> "Path":
             continue
         (site / entry.name).symlink_to(entry)
     return site
+
+
+def trtllm_style_memo(original: Any) -> Any:
+    """TensorRT-LLM's workaround as shared/flashinfer-notes.md describes it (it
+    cannot be installed here): a dict memo on the builder, cleared whole at 256
+    entries, marked ``_trtllm_mla_tuning_config_cache = True``, with no
+    ``__wrapped__``.  Written for these tests, not copied."""
+    entries: dict = {}
+
+    def memoized(**kwargs: Any) -> Any:
+        key = tuple((name, tuple(v.shape) if hasattr(v, "shape") else repr(v)) for name, v in sorted(kwargs.items()))
+        if key not in entries:
+            if len(entries) >= 256:
+                entries.clear()
+            entries[key] = original(**kwargs)
+        return entries[key]
+
+    memoized._trtllm_mla_tuning_config_cache = True
+    memoized._inner = original  # for the tests only
+    return memoized

@@ -144,3 +144,15 @@ def returns_tuning_config(value: object) -> Optional[str]:
     if type(value).__name__ == "TuningConfig" and hasattr(value, "dynamic_tensor_specs"):
         return None
     return f"returns {type(value).__module__}.{type(value).__qualname__}, expected TuningConfig"
+
+
+def probe_tuning_config(qualname: str, call: Callable[[], object]) -> Optional[str]:
+    """Run ``call`` once; ``None`` when it returns a TuningConfig, otherwise
+    what went wrong, prefixed with ``qualname`` (an exception is a finding,
+    never an escape: behaviour can change under an unchanged signature)."""
+    try:
+        value = call()
+    except Exception as exc:
+        return f"{qualname} raised {type(exc).__name__}: {exc}"
+    problem = returns_tuning_config(value)
+    return None if problem is None else f"{qualname} {problem}"

@@ -20,7 +20,7 @@ from packaging.specifiers import SpecifierSet
 from ..cache import BoundedCache
 from ..wrappers import MemoizedFunction
 from . import specs
-from .base import Adapter, PatchStep, carries_trtllm_marker, returns_tuning_config
+from .base import Adapter, PatchStep, carries_trtllm_marker, probe_tuning_config
 from .common import ArgumentBinder, builder_key, call_key, normalized_profile_max_seq_len
 
 
@@ -34,22 +34,11 @@ class FreshConfigAdapter(Adapter):
     @classmethod
     def probe(cls, module: ModuleType) -> Optional[str]:
         # Shapes are all the builder reads on the trtllm-gen path; no tensors needed.
-        try:
-            config = module._build_mla_decode_tuning_config(
-                kv_cache=SimpleNamespace(shape=(8, 32, 576)),
-                block_tables=SimpleNamespace(shape=(1, 4)),
-                workspace_buffer=None,
-                runner_names=["trtllm-gen"],
-                q_len=1,
-                num_heads=16,
-                kv_lora_rank=512,
-                max_seq_len=64,
-                device=None,
-            )
-        except Exception as exc:  # behaviour changed under an unchanged signature
-            return f"{specs.BUILDER_FRESH.qualname} raised {type(exc).__name__}: {exc}"
-        problem = returns_tuning_config(config)
-        return None if problem is None else f"{specs.BUILDER_FRESH.qualname} {problem}"
+        return probe_tuning_config(specs.BUILDER_FRESH.qualname, lambda: module._build_mla_decode_tuning_config(
+            kv_cache=SimpleNamespace(shape=(8, 32, 576)), block_tables=SimpleNamespace(shape=(1, 4)),
+            workspace_buffer=None, runner_names=["trtllm-gen"], q_len=1, num_heads=16, kv_lora_rank=512,
+            max_seq_len=64, device=None,
+        ))
 
     @classmethod
     def plan(cls, module: ModuleType, maxsize: int):

@@ -27,7 +27,7 @@ from packaging.specifiers import SpecifierSet
 from ..cache import BoundedCache
 from ..wrappers import MemoizedFunction
 from . import specs
-from .base import Adapter, PatchStep, carries_trtllm_marker, returns_tuning_config
+from .base import Adapter, PatchStep, carries_trtllm_marker, probe_tuning_config
 from .common import ArgumentBinder, as_int, builder_key, call_key, profile_ladder
 
 _CONFIG_DEFAULTS = (False, 0, False, 1, 0)  # has_sparse, sparse_top_k_width, enable_dcp, cp_world, cp_rank
@@ -72,12 +72,7 @@ class CachedConfigAdapter(Adapter):
         original = getattr(module._mla_decode_tuning_config, "__wrapped__", None)
         if original is None:
             return f"{specs.CONFIG_CACHE.qualname} has no __wrapped__ (cache decorator changed)"
-        try:
-            value = original((1, 2, 4), 8, 16)
-        except Exception as exc:  # behaviour changed under an unchanged signature
-            return f"{specs.CONFIG_CACHE.qualname} raised {type(exc).__name__}: {exc}"
-        problem = returns_tuning_config(value)
-        return None if problem is None else f"{specs.CONFIG_CACHE.qualname} {problem}"
+        return probe_tuning_config(specs.CONFIG_CACHE.qualname, lambda: original((1, 2, 4), 8, 16))
 
     @classmethod
     def plan(cls, module: ModuleType, maxsize: int):

@@ -131,24 +131,6 @@ class Model:
 # --------------------------------------------------------------------------- the events
 
 
-def trtllm_style_memo(original: Callable) -> Callable:
-    """TensorRT-LLM's workaround as shared/flashinfer-notes.md describes it: a
-    dict memo on the builder, cleared whole at 256 entries, marked."""
-    entries: dict = {}
-
-    def memoized(**kwargs: Any) -> Any:
-        key = tuple((name, tuple(v.shape) if hasattr(v, "shape") else repr(v)) for name, v in sorted(kwargs.items()))
-        if key not in entries:
-            if len(entries) >= 256:
-                entries.clear()
-            entries[key] = original(**kwargs)
-        return entries[key]
-
-    memoized._trtllm_mla_tuning_config_cache = True
-    memoized._inner = original  # for the test only
-    return memoized
-
-
 class Runner:
     def __init__(self, host: Any) -> None:
         self.host = host
@@ -167,6 +149,8 @@ class Runner:
         elif event == "workaround":
             self.import_flashinfer()
             core = sys.modules[CORE]
+            from support import trtllm_style_memo  # tests/ is on sys.path (see main)
+
             self.workaround = trtllm_style_memo(getattr(core, BUILDER))
             setattr(core, BUILDER, self.workaround)
 

@@ -1,10 +1,8 @@
 """fi_compat beside TensorRT-LLM's own builder memo, in both orders.
 
-TensorRT-LLM cannot be installed here; ``trtllm_style_memo`` reproduces what
-its workaround does as described in shared/flashinfer-notes.md (a dict memo
-on the builder, cleared whole at 256 entries, marked with
-``_trtllm_mla_tuning_config_cache = True``).  Written for this test, not
-copied.
+TensorRT-LLM cannot be installed here; ``support.trtllm_style_memo``
+reproduces what its workaround does as described in
+shared/flashinfer-notes.md.  Written for these tests, not copied.
 """
 
 from __future__ import annotations
@@ -16,26 +14,9 @@ import pytest
 import fi_compat
 from fi_compat.adapters import CachedConfigAdapter, FreshConfigAdapter
 
-from support import installed_release
+from support import installed_release, trtllm_style_memo
 
 torch = pytest.importorskip("torch")
-
-
-def trtllm_style_memo(original):
-    entries: dict = {}
-
-    def memoized(**kwargs):
-        key = tuple(
-            (name, tuple(value.shape) if hasattr(value, "shape") else repr(value)) for name, value in sorted(kwargs.items())
-        )
-        if key not in entries:
-            if len(entries) >= 256:
-                entries.clear()
-            entries[key] = original(**kwargs)
-        return entries[key]
-
-    memoized._trtllm_mla_tuning_config_cache = True
-    return memoized
 
 
 @pytest.fixture
