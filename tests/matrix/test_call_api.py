@@ -61,13 +61,17 @@ def replay(function, launches, lengths, tensors, measure_memory=False, reset_nea
         start = tracemalloc.get_traced_memory()[0] if measure_memory else 0
         for index, length in enumerate(lengths):
             if reset_nearest_profile and index % 256 == 0:
-                # 0.6.13 - 0.6.15 unpatched: the colliding nearest-profile cache
-                # makes each call slower than the last (tests/matrix/test_autotuner.py
-                # shows it).  Emptying that memo changes nothing a launch receives
-                # and keeps the 20,000-batch reference run linear.
+                # Unpatched, the autotuner's nearest-profile lru_cache fills with
+                # keys that hash equal and compare unequal: one fresh config per
+                # call on 0.6.13 - 0.6.15, one per distinct length up to 0.6.17
+                # (its DynamicTensorSpec still carries the initializers), so each
+                # call is slower than the last.  Emptying that memo changes nothing
+                # a launch receives and keeps the 20,000-batch reference linear.
                 from flashinfer.autotuner import AutoTuner
 
-                AutoTuner._find_nearest_profile.cache_clear()
+                clear = getattr(AutoTuner._find_nearest_profile, "cache_clear", None)  # no memo from 0.6.18 on
+                if clear is not None:
+                    clear()
             tensors["seq_lens"].fill_(length)
             trtllm_call(function, tensors, length)
             launch = launches.launches[-1]
@@ -91,10 +95,8 @@ def unpatched_replay(fi_cpu_host):
     rng = random.Random(4647)
     lengths = [rng.randint(1, PAGE * WIDTH - 1) for _ in range(batches())]
     tensors = decode_inputs(torch, page_size=PAGE, width=WIDTH)
-    from fi_compat.adapters import FreshConfigAdapter
-
     recorded, _ = replay(flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla, fi_cpu_host.recorder, lengths, tensors,
-                         reset_nearest_profile=FreshConfigAdapter.covers(installed_release()))
+                         reset_nearest_profile=True)
     return lengths, tensors, recorded
 
 
