@@ -21,7 +21,7 @@ import pytest
 import fi_compat
 from fi_compat import decode, installer
 
-from support import decode_inputs, trtllm_call
+from support import build_meta_config, decode_inputs, trtllm_call
 
 torch = pytest.importorskip("torch")
 pytestmark = [
@@ -39,13 +39,7 @@ def core(fi_cpu_host):
 
 
 def build(core, max_seq_len):
-    return core._build_mla_decode_tuning_config(
-        kv_cache=torch.empty(64, 32, 576, device="meta"),
-        block_tables=torch.empty(1, 64, dtype=torch.int32, device="meta"),
-        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
-        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512,
-        max_seq_len=max_seq_len, device=torch.device("cpu"),
-    )
+    return build_meta_config(core, max_seq_len, width=64)
 
 
 def child_checks(core, host) -> dict:

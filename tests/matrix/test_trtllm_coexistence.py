@@ -14,7 +14,7 @@ import pytest
 import fi_compat
 from fi_compat.adapters import CachedConfigAdapter, FreshConfigAdapter
 
-from support import installed_release, trtllm_style_memo
+from support import build_meta_config, installed_release, trtllm_style_memo
 
 torch = pytest.importorskip("torch")
 
@@ -29,13 +29,7 @@ def core(fi_cpu_host):
 
 
 def build(core, max_seq_len):
-    return core._build_mla_decode_tuning_config(
-        kv_cache=torch.empty(64, 32, 576, device="meta"),
-        block_tables=torch.empty(2, 512, dtype=torch.int32, device="meta"),
-        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
-        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512,
-        max_seq_len=max_seq_len, device=torch.device("cpu"),
-    )
+    return build_meta_config(core, max_seq_len, width=512)
 
 
 def test_workaround_first_then_fi_compat_adds_no_second_memo(core):
