@@ -162,8 +162,6 @@ def _apply(module: Any) -> None:
     release = _state.release
     strict = _state.settings["strict"].value
     selection = select(release.version if release else None, live_lookup)
-    if module is None and selection.outcome != UNSUPPORTED:  # pragma: no cover - select finds nothing then
-        selection = Selection(UNSUPPORTED, None, selection.release, f"{CORE_MODULE} is not importable")
     _state.selection = selection
     if selection.outcome == UNSUPPORTED:
         _refuse(selection, strict)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import inspect
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional
 
 POSITIONAL_ONLY = "positional-only"
 POSITIONAL_OR_KEYWORD = "positional-or-keyword"
@@ -269,7 +269,3 @@ Lookup = Callable[[FunctionSpec], Optional[FoundFunction]]
 
 def check_all(specs: Iterable[FunctionSpec], lookup: Lookup) -> list[Mismatch]:
     return [m for m in (compare(spec, lookup(spec)) for spec in specs) if m is not None]
-
-
-def describe_all(mismatches: Sequence[Mismatch]) -> str:
-    return "; ".join(m.describe() for m in mismatches)

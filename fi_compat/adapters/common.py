@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import operator
-from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
+from typing import Any, Callable, Hashable, Mapping, Optional
 
 PROFILE_LADDER_BITS = 4
 """Significant bits kept by :func:`profile_ladder`: 8 values per doubling,
