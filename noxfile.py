@@ -4,12 +4,12 @@
   flashinfer release.
 * ``soak``: the main job (README's first command).
 * ``matrix(flashinfer='X')``: ``tests/matrix`` on CPU under the shim, one
-  session per release in ``fi_compat.releases.MATRIX_RELEASES``; each writes
-  ``docs/compat-results/cpu/X.json`` (see ``scripts/matrix_run.py``).
+  session per release in ``fi_compat.release_list.MATRIX_RELEASES``; each writes
+  ``docs/compat-results/cpu/X.json`` (see ``scripts/run_release_suite.py``).
 * ``gpu_matrix(flashinfer='X')``: the same suite plus the ``gpu`` tests on a
   CUDA machine, no shim, the machine's own torch; writes
   ``docs/compat-results/gpu/X.json``.  Offline machines: ``-- --wheelhouse
-  DIR`` or ``FI_COMPAT_WHEELHOUSE=DIR``.  ``scripts/gpu_matrix.py`` does the
+  DIR`` or ``FI_COMPAT_WHEELHOUSE=DIR``.  ``scripts/run_gpu_matrix.py`` does the
   same without nox.
 * ``compat_doc``: regenerate ``docs/compatibility.md`` from the results.
 
@@ -47,7 +47,7 @@ RESULTS = ROOT / "docs" / "compat-results"
 def _load_releases():
     # fi_compat is not installed in the interpreter that runs nox: load the
     # one-file release list by path (it imports nothing).
-    spec = importlib.util.spec_from_file_location("_fi_compat_releases", ROOT / "fi_compat" / "releases.py")
+    spec = importlib.util.spec_from_file_location("_fi_compat_releases", ROOT / "fi_compat" / "release_list.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -194,7 +194,7 @@ def gpu_matrix(session: nox.Session, flashinfer: str) -> None:
     wheelhouse, rest = _wheelhouse(session)
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        from gpu_matrix import inherit_site_packages, install_commands
+        from run_gpu_matrix import inherit_site_packages, install_commands
     finally:
         sys.path.pop(0)
     # nox's own interpreter may be a venv (it is on the H200 image): see

@@ -26,7 +26,7 @@ def main() -> int:
     import torch
 
     import fi_compat
-    from fi_compat import decode as decode_module
+    from fi_compat import call_api as decode_module
     from fi_compat.testing import cpu_host
 
     with cpu_host() as host:

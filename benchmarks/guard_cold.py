@@ -33,7 +33,7 @@ def main() -> int:
     args = parser.parse_args()
 
     sys.path.insert(0, str(REPO))
-    from fi_compat.guard.fetch import default_cache_dir, fetch
+    from fi_compat.commands.guard.fetch import default_cache_dir, fetch
 
     wheel = fetch(args.release, default_cache_dir())
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}

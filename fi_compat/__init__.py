@@ -30,10 +30,10 @@ _LAZY = {
     "install": "installer",
     "uninstall": "installer",
     "status": "installer",
-    "mla_decode": "decode",
-    "build_mla_decode_tuning_config": "decode",
+    "mla_decode": "call_api",
+    "build_mla_decode_tuning_config": "call_api",
     "apply_max_seq_len_policy": "policy",
-    "detect_release": "release",
+    "detect_release": "release_detection",
 }
 
 __all__ = [
@@ -71,7 +71,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .decode import build_mla_decode_tuning_config, mla_decode
+    from .call_api import build_mla_decode_tuning_config, mla_decode
     from .installer import install, status, uninstall
     from .policy import apply_max_seq_len_policy
-    from .release import detect_release
+    from .release_detection import detect_release

@@ -16,10 +16,10 @@ from typing import Optional, Sequence
 from ._version import __version__
 
 SUBCOMMANDS = (
-    ("soak", "fi_compat.soak"),
-    ("guard", "fi_compat.guard.cli"),
-    ("doctor", "fi_compat.doctor"),
-    ("audit", "fi_compat.audit"),
+    ("soak", "fi_compat.commands.soak"),
+    ("guard", "fi_compat.commands.guard.cli"),
+    ("doctor", "fi_compat.commands.doctor"),
+    ("audit", "fi_compat.commands.audit.cli"),
 )
 
 

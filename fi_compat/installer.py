@@ -24,9 +24,9 @@ from . import config
 from ._version import __version__
 from .adapters import UNSUPPORTED, UNVERIFIED, Installation, Selection, select
 from .adapters.base import carries_trtllm_marker
-from .adapters.specs import CORE_MODULE
+from .specs import CORE_MODULE
 from .errors import SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning, UnverifiedReleaseWarning
-from .release import PACKAGE, ReleaseInfo, detect_release
+from .release_detection import PACKAGE, ReleaseInfo, detect_release
 from .signatures import POSITIONAL_OR_KEYWORD, FoundFunction, FoundParam, FunctionSpec, found_from_callable
 
 logger = logging.getLogger("fi_compat")
@@ -41,10 +41,10 @@ class _State:
         self.release: Optional[ReleaseInfo] = None
         self.selection: Optional[Selection] = None
         self.installation: Optional[Installation] = None
-        self.transparent: Optional[Any] = None  # fi_compat.decode.TransparentInstallation
+        self.transparent: Optional[Any] = None  # fi_compat.call_api.TransparentInstallation
         self.messages: list[str] = []
         self.hook_registered = False
-        # Bumped by every change of phase; fi_compat.decode compares it to
+        # Bumped by every change of phase; fi_compat.call_api compares it to
         # know when its cached argument mapping is stale (one int compare
         # per call instead of re-reading the whole state).
         self.generation = 0
@@ -157,7 +157,7 @@ def _on_flashinfer_import(package: Any) -> None:
 
 def _apply(module: Any) -> None:
     """Select, probe and patch.  Called with the lock held."""
-    from .decode import install_transparent  # late: keeps import fi_compat light
+    from .call_api import install_transparent  # late: keeps import fi_compat light
 
     release = _state.release
     strict = _state.settings["strict"].value

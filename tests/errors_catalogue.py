@@ -4,7 +4,7 @@ variables, plus every typed error and warning fi_compat raises.
 
 One table, two readers: ``tests/test_errors_catalogue.py`` runs each row and
 checks the exception type, the message fragment and that nothing was
-installed; ``scripts/gen_errors_doc.py`` runs the same rows and writes the
+installed; ``scripts/generate_errors_doc.py`` runs the same rows and writes the
 messages a user sees into ``docs/errors.md`` (a test fails when that file is
 out of date).
 
@@ -62,8 +62,8 @@ def sandbox(row: Row) -> Iterator[str]:
     """Environment, a fake core module and a pinned release; all undone after."""
     import fi_compat
     from fi_compat import installer
-    from fi_compat.adapters.specs import CORE_MODULE
-    from fi_compat.release import ReleaseInfo
+    from fi_compat.specs import CORE_MODULE
+    from fi_compat.release_detection import ReleaseInfo
 
     saved_env = {k: v for k, v in os.environ.items() if k.startswith("FI_COMPAT_")}
     saved = {name: sys.modules[name] for name in (CORE_MODULE, "flashinfer") if name in sys.modules}

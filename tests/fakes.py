@@ -10,7 +10,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from fi_compat.adapters.specs import CORE_MODULE
+from fi_compat.specs import CORE_MODULE
 
 
 class TuningConfig:

@@ -8,7 +8,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from fi_compat.release import detect_release
+from fi_compat.release_detection import detect_release
 
 
 def installed_release() -> Version:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fi_compat import audit, audit_scan
-from fi_compat.audit_scan import SourceFile, classify_parameter, scan_file
+from fi_compat.commands.audit import cli as audit, scan as audit_scan
+from fi_compat.commands.audit.scan import SourceFile, classify_parameter, scan_file
 
 from support import site_without_flashinfer
 
@@ -260,7 +260,7 @@ def test_live_audit_reports_what_each_flagged_cache_gained():
     assert workload["calls"] == 60 and workload["distinct_max_seq_len"] == 60
     results = {r["function"]: r for r in report["live"]["results"]}
     from fi_compat.adapters import FreshConfigAdapter
-    from fi_compat.release import detect_release
+    from fi_compat.release_detection import detect_release
 
     if FreshConfigAdapter.covers(detect_release().version):
         # 0.6.13 - 0.6.15 have no functools.cache on the config: nothing flagged gains per length

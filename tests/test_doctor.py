@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fi_compat import doctor
+from fi_compat.commands import doctor
 
 from support import site_without_flashinfer
 

@@ -14,7 +14,7 @@ from errors_catalogue import ROWS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import gen_errors_doc  # noqa: E402
+import generate_errors_doc as gen_errors_doc  # noqa: E402
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
@@ -35,4 +35,4 @@ def test_docs_errors_md_is_generated_from_the_catalogue():
     with open(os.path.join(ROOT, "docs", "errors.md"), encoding="utf-8") as handle:
         written = handle.read()
     assert written == gen_errors_doc.render(), (
-        "docs/errors.md is out of date: run `python scripts/gen_errors_doc.py`")
+        "docs/errors.md is out of date: run `python scripts/generate_errors_doc.py`")

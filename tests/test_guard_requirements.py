@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from fi_compat.guard.cli import _groups
-from fi_compat.guard.errors import ReleaseListError, RequirementsError
-from fi_compat.guard.index import ReleaseSource, parse_index_output, pinned, query_index, releases_for
-from fi_compat.guard.requirements import parse_file, parse_pin
-from fi_compat.releases import PUBLISHED_RELEASES
+from fi_compat.commands.guard.cli import _groups
+from fi_compat.commands.guard.errors import ReleaseListError, RequirementsError
+from fi_compat.commands.guard.index import ReleaseSource, parse_index_output, pinned, query_index, releases_for
+from fi_compat.commands.guard.requirements import parse_file, parse_pin
+from fi_compat.release_list import PUBLISHED_RELEASES
 
 
 def write(path: Path, text: str) -> Path:

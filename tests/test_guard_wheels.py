@@ -21,10 +21,10 @@ from packaging.version import Version
 
 from fi_compat.adapters import adapters_for_release
 from fi_compat.cli import main
-from fi_compat.guard import fetch as fetch_module
-from fi_compat.guard.errors import FetchError, GuardError
-from fi_compat.guard.fetch import default_cache_dir, fetch
-from fi_compat.releases import MATRIX_RELEASES
+from fi_compat.commands.guard import fetch as fetch_module
+from fi_compat.commands.guard.errors import FetchError, GuardError
+from fi_compat.commands.guard.fetch import default_cache_dir, fetch
+from fi_compat.release_list import MATRIX_RELEASES
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -169,7 +169,7 @@ def test_guard_agrees_with_live_select_on_the_installed_release(fi_cpu_host, rea
     the imported flashinfer, against the guard's ast lookup on the same release's wheel."""
     from fi_compat.adapters import select
     from fi_compat.installer import live_lookup
-    from fi_compat.release import detect_release
+    from fi_compat.release_detection import detect_release
 
     installed = detect_release().version
     assert installed is not None

@@ -8,7 +8,7 @@ import pytest
 
 PROBE = """
 import json, sys
-import fi_compat, fi_compat.cli, fi_compat.config, fi_compat.release, fi_compat.errors
+import fi_compat, fi_compat.cli, fi_compat.config, fi_compat.release_detection, fi_compat.errors
 fi_compat.cli.build_parser()
 fi_compat.detect_release()
 print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'flashinfer'))))

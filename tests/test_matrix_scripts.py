@@ -1,5 +1,5 @@
-"""The matrix plumbing: junit parsing (scripts/matrix_run.py) and the
-compatibility-doc generator (scripts/gen_compatibility.py)."""
+"""The matrix plumbing: junit parsing (scripts/run_release_suite.py) and the
+compatibility-doc generator (scripts/generate_compatibility.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 def test_parse_junit_counts_and_reasons(tmp_path):
     path = tmp_path / "junit.xml"
     path.write_text(JUNIT)
-    result = load("matrix_run").parse_junit(path)
+    result = load("run_release_suite").parse_junit(path)
     assert (result["tests"], result["passed"], result["failed"], result["errors"], result["skipped"]) == (5, 1, 1, 1, 2)
     assert result["skip_reasons"] == {"needs SM100/SM103": 2}
     assert result["failures"] == ["tests.matrix.test_a::test_bad", "tests.matrix.test_a::test_err"]
@@ -39,7 +39,7 @@ def test_parse_junit_counts_and_reasons(tmp_path):
 
 
 def test_parse_junit_missing_file_is_nothing_passed(tmp_path):
-    assert load("matrix_run").parse_junit(tmp_path / "absent.xml")["passed"] == 0
+    assert load("run_release_suite").parse_junit(tmp_path / "absent.xml")["passed"] == 0
 
 
 def result(release, platform, verified, passed=10, failed=0, device="CPU x"):
@@ -47,7 +47,7 @@ def result(release, platform, verified, passed=10, failed=0, device="CPU x"):
               "decode_without": {"bytes_per_distinct": 0.4}, "decode_with": None, "errors": {"decode_with": "x"}}
     return {
         "schema": 1, "platform": platform, "release": release, "adapter": "cached-config-0.6.18",
-        "device": device, "python": "3.12.3", "torch": "2.11.0", "command": "python3 scripts/gpu_matrix.py --x",
+        "device": device, "python": "3.12.3", "torch": "2.11.0", "command": "python3 scripts/run_gpu_matrix.py --x",
         "date": "2026-12-02", "verified": verified, "growth": growth,
         "pytest": {"tests": passed + failed + 1, "passed": passed, "failed": failed, "errors": 0, "skipped": 1,
                    "skip_reasons": {"needs SM100/SM103": 1}, "failures": ["t::test_x"] * failed, "exit_status": 0},
@@ -62,7 +62,7 @@ def test_generator_rows_from_results(tmp_path):
         device = "NVIDIA H200 (SM90)" if platform == "gpu" else "CPU x"
         (folder / f"{release}.json").write_text(json.dumps(result(release, platform, verified, failed=failed,
                                                                   device=device)))
-    text = load("gen_compatibility").render(tmp_path)
+    text = load("generate_compatibility").render(tmp_path)
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| 0.")}
     assert "**yes** (10 passed, 0 failed, 1 skipped)" in rows["0.6.18"]
     assert "**yes** on NVIDIA H200 (SM90)" in rows["0.6.18"]
@@ -70,5 +70,5 @@ def test_generator_rows_from_results(tmp_path):
     assert "0 B → error" in rows["0.6.18"]
     assert "**no** (10 passed, 2 failed, 1 skipped)" in rows["0.7.4"]
     assert rows["0.6.13"].count("not run") == 2  # every matrix release gets a row
-    assert "`python3 scripts/gpu_matrix.py --x`" in text
+    assert "`python3 scripts/run_gpu_matrix.py --x`" in text
     assert "not be edited" not in text and "do not edit by hand" in text

@@ -14,14 +14,14 @@ from packaging.version import Version
 import fi_compat
 from fi_compat import installer
 from fi_compat.adapters import ADAPTERS, CachedConfigAdapter, FreshConfigAdapter, select
-from fi_compat.adapters.specs import CORE_MODULE
+from fi_compat.specs import CORE_MODULE
 from fi_compat.errors import (
     SignatureMismatchError,
     UnsupportedReleaseError,
     UnsupportedReleaseWarning,
     UnverifiedReleaseWarning,
 )
-from fi_compat.release import ReleaseInfo
+from fi_compat.release_detection import ReleaseInfo
 from fi_compat.signatures import found_from_callable
 
 import fakes
@@ -190,7 +190,7 @@ def test_failure_at_every_step_leaves_nothing_half_installed(adapter, where, use
     """Make each patch step fail in turn (and the transparent step after them):
     install() re-raises and every attribute is the original object again."""
     import fi_compat.adapters.base as base
-    import fi_compat.decode as decode
+    import fi_compat.call_api as decode
 
     layout, release = ADAPTER_LAYOUTS[adapter]
     module = use_fake(fakes.fake_core(layout), release)

@@ -1,6 +1,6 @@
 """The matrix release list against the adapters' verified ranges.
 
-``fi_compat.releases.MATRIX_RELEASES`` is what ``nox -s matrix`` runs; an
+``fi_compat.release_list.MATRIX_RELEASES`` is what ``nox -s matrix`` runs; an
 adapter's ``verified`` range is a claim that the matrix ran (and passed) the
 releases in it.  Two ways for them to drift apart, each a failure:
 
@@ -21,7 +21,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from fi_compat.adapters import ADAPTERS
-from fi_compat.releases import MATRIX_RELEASES, PUBLISHED_RELEASES
+from fi_compat.release_list import MATRIX_RELEASES, PUBLISHED_RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ import functools
 import inspect
 import textwrap
 
-from fi_compat.adapters.specs import CONFIG_CACHE
+from fi_compat.specs import CONFIG_CACHE
 from fi_compat.signatures import compare, find_function_in_source, found_from_callable
 
 SOURCE = textwrap.dedent(

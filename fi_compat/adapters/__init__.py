@@ -22,8 +22,8 @@ from packaging.version import Version
 
 from ..signatures import Lookup, Mismatch, check_all
 from .base import Adapter, Installation
-from .flashinfer_0_6_15 import FreshConfigAdapter
-from .flashinfer_0_6_18 import CachedConfigAdapter
+from .fresh_config import FreshConfigAdapter
+from .cached_config import CachedConfigAdapter
 
 # Order matters only for releases outside every range: the cached-config
 # layout is tried first because it is the stricter probe (it needs the

@@ -1,7 +1,7 @@
 """What an adapter is, and how its patches are applied and taken back.
 
 An adapter is a class with a one-line verified range, the functions it needs
-(:mod:`fi_compat.adapters.specs`) and an :meth:`Adapter.plan` that says which
+(:mod:`fi_compat.specs`) and an :meth:`Adapter.plan` that says which
 attributes to wrap.  Applying a plan is all-or-nothing: a failure part-way
 restores what was already wrapped and re-raises, so flashinfer is never left
 half-patched.
@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from ..cache import BoundedCache
 from ..signatures import FunctionSpec
-from ..wrappers import FiCompatProxy
+from ..proxies import FiCompatProxy
 
 logger = logging.getLogger("fi_compat.adapters")
 

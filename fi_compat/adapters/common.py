@@ -158,7 +158,7 @@ def normalized_profile_max_seq_len(values: Mapping[str, Any]) -> int:
 
 def call_key(binder: ArgumentBinder, key: Callable[[Mapping[str, Any]], Optional[Hashable]]
              ) -> Callable[[tuple, dict], Optional[Hashable]]:
-    """``key`` applied to a call's arguments, for :class:`~fi_compat.wrappers.MemoizedFunction`.
+    """``key`` applied to a call's arguments, for :class:`~fi_compat.proxies.MemoizedFunction`.
 
     flashinfer calls the builder with keywords only; that path checks the
     names with two set comparisons and hands ``kwargs`` over without copying.

@@ -1,6 +1,6 @@
 """Marker and host logic for the release suite (``tests/matrix``).
 
-Platforms (``FI_COMPAT_MATRIX_PLATFORM``, set by ``scripts/matrix_run.py``):
+Platforms (``FI_COMPAT_MATRIX_PLATFORM``, set by ``scripts/run_release_suite.py``):
 
 ``cpu`` (also the default when unset)
     ``nox -s matrix`` and ``nox -s tests``: tests marked ``gpu`` are skipped

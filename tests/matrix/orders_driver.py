@@ -170,7 +170,7 @@ def flashinfer_modules() -> list[tuple[str, ModuleType]]:
 def originals() -> dict[tuple[str, str], Any]:
     """Every flashinfer attribute right after the import, with any fi_compat
     proxy the post-import hook already put in place replaced by its original."""
-    from fi_compat.wrappers import is_fi_compat_proxy
+    from fi_compat.proxies import is_fi_compat_proxy
 
     snapshot = {}
     for name, module in flashinfer_modules():
@@ -185,7 +185,7 @@ def originals() -> dict[tuple[str, str], Any]:
 def check(model: Model, runner: Runner, step: str) -> None:
     import fi_compat
     from fi_compat import installer
-    from fi_compat.wrappers import is_fi_compat_proxy
+    from fi_compat.proxies import is_fi_compat_proxy
 
     def expect(condition: bool, what: str) -> None:
         if not condition:
@@ -260,7 +260,7 @@ def call_builder_and_decode(runner: Runner, step: str) -> None:
 def check_final_identity(model: Model, runner: Runner) -> None:
     """After a last uninstall(): every attribute is flashinfer's own object
     again, except the builder where TensorRT-LLM's memo stays (by design)."""
-    from fi_compat.wrappers import is_fi_compat_proxy
+    from fi_compat.proxies import is_fi_compat_proxy
 
     import fi_compat
 
@@ -324,7 +324,7 @@ def main(out_dir: str) -> int:
 
     torch.set_num_threads(1)
     from fi_compat.adapters import CachedConfigAdapter
-    from fi_compat.release import detect_release
+    from fi_compat.release_detection import detect_release
     from fi_compat.testing import CpuHost
 
     import fi_compat  # noqa: F401  (imported once, before every fork)

@@ -18,7 +18,7 @@ import pytest
 from packaging.version import Version
 
 import fi_compat
-from fi_compat.adapters.specs import DECODE_KEYWORD_ADDED_IN
+from fi_compat.specs import DECODE_KEYWORD_ADDED_IN
 from fi_compat.errors import UnsupportedFeatureError
 from fi_compat.policy import apply_max_seq_len_policy
 
@@ -179,7 +179,7 @@ def test_gating_on_releases_older_than_the_keyword(decode, fi_launches, keyword)
     assert keyword in message and added_in in message and str(release) in message
     assert fi_launches.launches == type(fi_launches.launches)(maxlen=fi_launches.launches.maxlen)
     # at its default the keyword is dropped and the call goes through
-    from fi_compat.decode import DECODE_DEFAULTS
+    from fi_compat.call_api import DECODE_DEFAULTS
 
     fi_compat.mla_decode(*_positional(tensors), backend="trtllm-gen", is_var_seq=True,
                          uses_shared_paged_kv_idx=False, **{keyword: DECODE_DEFAULTS[keyword]})

@@ -39,7 +39,7 @@ import pytest
 import fi_compat
 from fi_compat import installer
 from fi_compat.cache import BoundedCache
-from fi_compat.wrappers import MemoizedFunction
+from fi_compat.proxies import MemoizedFunction
 
 from support import decode_inputs, trtllm_call
 

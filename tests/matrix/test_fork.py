@@ -19,7 +19,7 @@ import traceback
 import pytest
 
 import fi_compat
-from fi_compat import decode, installer
+from fi_compat import call_api as decode, installer
 
 from support import build_meta_config, decode_inputs, trtllm_call
 

@@ -25,8 +25,8 @@ from typing import Any, Hashable, Optional
 from packaging.specifiers import SpecifierSet
 
 from ..cache import BoundedCache
-from ..wrappers import MemoizedFunction
-from . import specs
+from ..proxies import MemoizedFunction
+from .. import specs
 from .base import Adapter, PatchStep, carries_trtllm_marker, probe_tuning_config
 from .common import ArgumentBinder, as_int, builder_key, call_key, profile_ladder
 

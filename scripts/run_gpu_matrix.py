@@ -3,7 +3,7 @@
 
 For each release: a venv with ``--system-site-packages`` (the machine's torch,
 never downloaded), flashinfer-python==X, fi_compat, then
-``scripts/matrix_run.py --platform gpu`` (``tests/matrix`` with the ``gpu``
+``scripts/run_release_suite.py --platform gpu`` (``tests/matrix`` with the ``gpu``
 tests, no shim, plus the growth measurement on real CUDA tensors), which
 writes ``RESULTS/X.json``.
 
@@ -14,8 +14,8 @@ dependencies for that machine's Python (``apache-tvm-ffi``, ``cuda-tile``,
 and ``setuptools>=69`` (fi_compat's build backend).  Every non-flashinfer wheel
 there is installed with ``--no-deps``; nothing is fetched.
 
-    python3 scripts/gpu_matrix.py --wheelhouse /path/to/wheels            # every release found there
-    python3 scripts/gpu_matrix.py --wheelhouse DIR --releases 0.6.15 0.6.18 -- -x
+    python3 scripts/run_gpu_matrix.py --wheelhouse /path/to/wheels            # every release found there
+    python3 scripts/run_gpu_matrix.py --wheelhouse DIR --releases 0.6.15 0.6.18 -- -x
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def inherit_site_packages(python: str) -> None:
 def releases_in(wheelhouse: str) -> list[str]:
     sys.path.insert(0, str(ROOT))
     try:
-        from fi_compat.releases import MATRIX_RELEASES
+        from fi_compat.release_list import MATRIX_RELEASES
     finally:
         sys.path.pop(0)
     found = []
@@ -99,7 +99,7 @@ def releases_in(wheelhouse: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = shlex.join(["python3", "scripts/gpu_matrix.py", *argv])  # recorded in each result
+    command = shlex.join(["python3", "scripts/run_gpu_matrix.py", *argv])  # recorded in each result
     pytest_args: list[str] = []
     if "--" in argv:
         i = argv.index("--")

@@ -1,7 +1,7 @@
 """Read flashinfer sources out of a wheel, in memory, and find functions with ``ast``.
 
 Nothing is extracted to disk, imported or executed.  A wheel is refused
-(:class:`~fi_compat.guard.errors.WheelError`) when it
+(:class:`~fi_compat.commands.guard.errors.WheelError`) when it
 
 * is not a zip archive;
 * is not a flashinfer-python wheel (no ``flashinfer/`` package and no
@@ -33,7 +33,7 @@ from typing import Optional
 
 from packaging.utils import canonicalize_name
 
-from ..signatures import FoundFunction, FunctionSpec, find_function_in_source
+from ...signatures import FoundFunction, FunctionSpec, find_function_in_source
 from . import DISTRIBUTION
 from .errors import WheelError
 

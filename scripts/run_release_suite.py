@@ -2,7 +2,7 @@
 """Run the release suite once, in the current environment, and write its result.
 
 The environment must already hold the flashinfer release under test (the nox
-sessions ``matrix`` and ``gpu_matrix`` and ``scripts/gpu_matrix.py`` set it
+sessions ``matrix`` and ``gpu_matrix`` and ``scripts/run_gpu_matrix.py`` set it
 up).  This runs ``pytest tests/matrix`` (CPU: under the shim, ``gpu`` tests
 skipped; GPU: no shim, ``gpu`` tests included), then
 ``scripts/measure_growth.py``, and writes ``RESULTS/<release>.json``::
@@ -19,7 +19,7 @@ skipped; GPU: no shim, ``gpu`` tests included), then
 and the growth measurement ran without error.  The exit status is 0 exactly
 when ``verified`` is true.
 
-    python scripts/matrix_run.py --platform cpu --results docs/compat-results/cpu
+    python scripts/run_release_suite.py --platform cpu --results docs/compat-results/cpu
 """
 
 from __future__ import annotations

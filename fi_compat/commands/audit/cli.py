@@ -1,8 +1,8 @@
 """``fi-compat audit``: find flashinfer's unbounded caches, and the ones that leak.
 
-Static by default (``fi_compat.audit_scan``: ``ast`` over the source, nothing
+Static by default (``fi_compat.commands.audit.scan``: ``ast`` over the source, nothing
 imported); ``--live`` also runs a short decode workload and reports what each
-flagged cache actually gained (``fi_compat.audit_live``).  What the findings
+flagged cache actually gained (``fi_compat.commands.audit.live``).  What the findings
 mean and what to do about them: docs/audit.md.
 
 Exit status: 0 when the audit ran (findings are information, not failure),
@@ -22,7 +22,7 @@ import sys
 import zipfile
 from typing import Any, Iterable, Iterator, Optional
 
-from .audit_scan import (
+from .scan import (
     PER_REQUEST_PATTERNS,
     Finding,
     SourceFile,
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_NOTHING_TO_AUDIT
     status = EXIT_OK
     if args.live:
-        from . import audit_live
+        from . import live as audit_live
 
         flagged = [_finding_from_dict(f) for f in report["findings"] if f["score"] > 0]
         try:

@@ -34,8 +34,8 @@ import platform
 import sys
 from typing import Any, Optional
 
-from . import config
-from ._version import __version__
+from .. import config
+from .._version import __version__
 
 SCHEMA_VERSION = 1
 """Bump when a key is removed or changes meaning; adding keys inside a section does not."""
@@ -99,7 +99,7 @@ def _import_flashinfer(cpu_shim: bool = False) -> Optional[str]:
     before = set(sys.modules)
     try:
         if cpu_shim:
-            from .testing import cpu_host
+            from ..testing import cpu_host
 
             with cpu_host():
                 importlib.import_module("flashinfer.mla._core")
@@ -118,7 +118,7 @@ def _import_flashinfer(cpu_shim: bool = False) -> Optional[str]:
 
 def _source_lookup(package_dir: Optional[str]):
     """A signature lookup that reads ``flashinfer/<module>.py`` with ast (nothing imported)."""
-    from .signatures import find_function_in_source
+    from ..signatures import find_function_in_source
 
     parsed: dict[str, Optional[str]] = {}
 
@@ -140,7 +140,7 @@ def _source_lookup(package_dir: Optional[str]):
 
 
 def _settings() -> tuple[dict[str, Any], list[str]]:
-    from . import installer
+    from .. import installer
 
     problems: list[str] = []
     if installer.status()["state"] != "not-installed":
@@ -167,13 +167,13 @@ def gather(*, import_flashinfer: bool = True, install: bool = False, cpu_shim: b
     Never raises for a missing or broken flashinfer or torch: what could not
     be done goes to ``problems``.
     """
-    from . import installer
-    from .adapters import ADAPTERS, select
-    from .adapters.base import carries_trtllm_marker
-    from .adapters.specs import CORE_MODULE
-    from .audit_scan import installed_package_dir
-    from .release import detect_release
-    from .signatures import compare
+    from .. import installer
+    from ..adapters import ADAPTERS, select
+    from ..adapters.base import carries_trtllm_marker
+    from ..specs import CORE_MODULE
+    from .audit.scan import installed_package_dir
+    from ..release_detection import detect_release
+    from ..signatures import compare
 
     problems: list[str] = []
     report: dict[str, Any] = {"schema_version": SCHEMA_VERSION}

@@ -5,7 +5,7 @@ includes), lines whose environment markers are identical, or absent, are
 intersected as pip would intersect them (a ``-c`` constraint narrows a
 requirement); lines with different markers apply to different environments
 and are checked separately.  Each ``--pin`` is checked on its own.  A pin
-names its release; a range is expanded with :mod:`fi_compat.guard.index`.
+names its release; a range is expanded with :mod:`fi_compat.commands.guard.index`.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from typing import Optional
 from packaging.specifiers import SpecifierSet
 
 from ..cache import BoundedCache
-from ..wrappers import MemoizedFunction
-from . import specs
+from ..proxies import MemoizedFunction
+from .. import specs
 from .base import Adapter, PatchStep, carries_trtllm_marker, probe_tuning_config
 from .common import ArgumentBinder, builder_key, call_key, normalized_profile_max_seq_len
 

@@ -1,7 +1,7 @@
 """Write docs/errors.md from the bad-input catalogue (tests/errors_catalogue.py).
 
-    python scripts/gen_errors_doc.py            # rewrite docs/errors.md
-    python scripts/gen_errors_doc.py --check    # exit 1 if it is out of date
+    python scripts/generate_errors_doc.py            # rewrite docs/errors.md
+    python scripts/generate_errors_doc.py --check    # exit 1 if it is out of date
 
 Runs every row (fake flashinfer modules, nothing real is imported) and
 records the exception or warning and the message a user sees.
@@ -29,7 +29,7 @@ message.  `fi-compat guard` prints its per-file errors in its report table
 (or `--json` "reason") and exits 2; file names appear as given.  Each message names what
 was given and what is accepted, or what was found and what to do next.
 
-This file is generated: `python scripts/gen_errors_doc.py` (from the
+This file is generated: `python scripts/generate_errors_doc.py` (from the
 repository root) runs every row of `tests/errors_catalogue.py` and writes it;
 `tests/test_errors_catalogue.py` fails when it is out of date.  Rows that
 involve flashinfer run against fake modules claiming the release shown, so

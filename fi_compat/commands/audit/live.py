@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional
 
-from .audit_scan import Finding
-from .wrappers import is_fi_compat_proxy
+from .scan import Finding
+from ...proxies import is_fi_compat_proxy
 
 #: Default workload: distinct max_seq_len values, one decode call each.
 DEFAULT_STEPS = 200
@@ -89,7 +89,7 @@ def _host() -> Iterator[str]:
 
         yield "cuda"
         return
-    from .testing import cpu_host
+    from ...testing import cpu_host
 
     with cpu_host():
         yield "cpu-shim"

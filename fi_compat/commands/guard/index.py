@@ -14,7 +14,7 @@ specifier admits them (only when it names one).  Yanked releases are not
 listed by pip and are not checked.
 
 Offline (``--offline``, or the index does not answer within the timeout), the
-guard falls back to :data:`fi_compat.releases.PUBLISHED_RELEASES`, the list
+guard falls back to :data:`fi_compat.release_list.PUBLISHED_RELEASES`, the list
 shipped with this fi_compat, and says so in its output: releases published
 after that list was written are then not checked.
 """
@@ -30,7 +30,7 @@ from typing import Iterable, Optional, Sequence
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..releases import PUBLISHED_RELEASES
+from ...release_list import PUBLISHED_RELEASES
 from . import DISTRIBUTION
 from .errors import ReleaseListError
 
@@ -59,7 +59,7 @@ class ReleaseSource:
         return self._cached
 
     def _load(self) -> ReleaseList:
-        builtin = f"fi_compat's built-in list of {len(PUBLISHED_RELEASES)} releases (fi_compat.releases.PUBLISHED_RELEASES)"
+        builtin = f"fi_compat's built-in list of {len(PUBLISHED_RELEASES)} releases (fi_compat.release_list.PUBLISHED_RELEASES)"
         if self.offline:
             return ReleaseList(PUBLISHED_RELEASES, "builtin",
                                f"--offline: releases come from {builtin}; newer releases are not checked")

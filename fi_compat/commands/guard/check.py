@@ -4,7 +4,7 @@
 :func:`fi_compat.adapters.select` with a lookup over the wheel's sources,
 the same function :func:`fi_compat.install` calls with a lookup over the
 live modules; both compare with the one description in
-:mod:`fi_compat.adapters.specs`.  The three outcomes map to the guard's words:
+:mod:`fi_compat.specs`.  The three outcomes map to the guard's words:
 
 =============  =========================  ======================================
 select         guard                      meaning
@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ..adapters import ADAPTERS, UNSUPPORTED, UNVERIFIED, VERIFIED, select
+from ...adapters import ADAPTERS, UNSUPPORTED, UNVERIFIED, VERIFIED, select
 from .fetch import wheel_release
 from .wheel import WheelSources, lookup_for, module_path
 
@@ -81,7 +81,7 @@ def wheel_version(wheel: WheelSources) -> tuple[Optional[Version], list[str]]:
 
 
 def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] = None) -> Result:
-    """The verdict on one wheel.  Raises :class:`~fi_compat.guard.errors.WheelError` when refused."""
+    """The verdict on one wheel.  Raises :class:`~fi_compat.commands.guard.errors.WheelError` when refused."""
     with WheelSources.open(path) as wheel:
         version, notes = wheel_version(wheel)
         if expected_release is not None and version is not None and str(version) != expected_release \

@@ -28,11 +28,11 @@ from typing import Any, Callable, Optional
 
 from . import installer
 from .adapters.base import Installation, PatchStep
-from .adapters.specs import CORE_MODULE, DECODE, DECODE_KEYWORD_ADDED_IN
+from .specs import CORE_MODULE, DECODE, DECODE_KEYWORD_ADDED_IN
 from .config import check_policy
 from .errors import UnsupportedFeatureError
 from .policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
-from .wrappers import CallThrough
+from .proxies import CallThrough
 
 _NO_DEFAULT = inspect.Parameter.empty
 

@@ -3,7 +3,7 @@ a release that was checked and found incompatible is a verdict, not an error."""
 
 from __future__ import annotations
 
-from ..errors import FiCompatError
+from ...errors import FiCompatError
 
 
 class GuardError(FiCompatError):

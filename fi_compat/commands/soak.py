@@ -276,7 +276,7 @@ def plot(results: list[dict[str, Any]], path: str, options: dict[str, Any]) -> N
 def _spawn(variant: str, options: dict[str, Any]) -> dict[str, Any]:
     payload = json.dumps({"variant": variant, "options": options})
     process = subprocess.run(
-        [sys.executable, "-m", "fi_compat.soak", "--worker"], input=payload, text=True,
+        [sys.executable, "-m", "fi_compat.commands.soak", "--worker"], input=payload, text=True,
         stdout=subprocess.PIPE, stderr=None, check=False,
     )
     if process.returncode != 0:
@@ -334,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
             except argparse.ArgumentTypeError as exc:
                 print(f"fi-compat soak: --distinct: {exc}; accepted: a positive integer or 'all'", file=sys.stderr)
                 return 2
-    from . import config
+    from .. import config
 
     maxsize = config.resolve("cache_size", args.maxsize).value
     lengths = lengths_for(distribution, args.context, steps, args.seed)
@@ -368,6 +368,6 @@ def _worker_main() -> int:
 if __name__ == "__main__":
     if "--worker" in sys.argv:
         raise SystemExit(_worker_main())
-    from .cli import main
+    from ..cli import main
 
     raise SystemExit(main(["soak", *sys.argv[1:]]))

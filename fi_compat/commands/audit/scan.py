@@ -25,8 +25,8 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional
 
-from .release import package_directories
-from .signatures import unbounded_memo_decorator
+from ...release_detection import package_directories
+from ...signatures import unbounded_memo_decorator
 
 # --------------------------------------------------------------------------- what looks per-request
 

@@ -7,8 +7,8 @@ base environment, ``.nox/_matrix_base``), then splits the rest over ``--jobs``
 nox processes that reuse it.  Logs go to ``.nox/matrix-logs/``; the summary
 gives each session's outcome and the whole matrix's wall time.
 
-    python3 scripts/run_matrix.py --jobs 2            # what .ci/run does
-    python3 scripts/run_matrix.py --jobs 2 -- -x      # posargs for every session
+    python3 scripts/run_cpu_matrix.py --jobs 2            # what .ci/run does
+    python3 scripts/run_cpu_matrix.py --jobs 2 -- -x      # posargs for every session
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ some releases only.
 
 from __future__ import annotations
 
-from ..signatures import FunctionSpec, Param
+from .signatures import FunctionSpec, Param
 
 CORE_MODULE = "flashinfer.mla._core"
 
