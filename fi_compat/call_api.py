@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional
 
 from . import installer
 from .adapters.base import Installation, PatchStep
-from .specs import CORE_MODULE, DECODE, DECODE_KEYWORD_ADDED_IN
+from .specs import CORE_MODULE, DECODE, TUNING_CONFIG_BUILDER
 from .config import check_policy
 from .errors import UnsupportedFeatureError
 from .policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
@@ -36,32 +36,16 @@ from .proxies import CallThrough
 
 _NO_DEFAULT = inspect.Parameter.empty
 
-# Defaults of the newest supported release (0.7.4), in its positional order.
-DECODE_DEFAULTS: dict[str, Any] = {
-    "sparse_mla_top_k": 0, "out": None, "bmm1_scale": 1.0, "bmm2_scale": 1.0, "sinks": None,
-    "skip_softmax_threshold_scale_factor": None, "enable_pdl": None, "backend": "auto",
-    "is_var_seq": True, "uses_shared_paged_kv_idx": True, "lse": None, "return_lse": False,
-    "cute_dsl_impl": "auto", "kv_scale_format": "auto", "cum_seq_lens_q": None, "max_q_len": None,
-    "multi_ctas_kv_counter_buffer": None, "sparse_mla_top_k_lens": None, "enable_dcp": False,
-    "cp_world": 1, "cp_rank": 0, "causal_seqlens_kv_global": None, "use_fp16_softmax": None,
-    "return_lse_base": None,
-}
+# Everything below derives from the one description in fi_compat.specs.
+DECODE_DEFAULTS: dict[str, Any] = DECODE.defaults()
 DECODE_ORDER: tuple[str, ...] = DECODE.names
+DECODE_KEYWORD_ADDED_IN: dict[str, str] = DECODE.added_in_map()
 MAX_SEQ_LEN_INDEX = DECODE_ORDER.index("max_seq_len")
 
-BUILDER_ORDER = (
-    "kv_cache", "block_tables", "workspace_buffer", "runner_names", "q_len", "num_heads",
-    "kv_lora_rank", "max_seq_len", "device", "has_sparse_mla_top_k_lens", "cute_dsl_impl", "sinks",
-    "enable_dcp", "cp_world", "cp_rank",
-)
-BUILDER_DEFAULTS: dict[str, Any] = {
-    "has_sparse_mla_top_k_lens": False, "cute_dsl_impl": "auto", "sinks": None,
-    "enable_dcp": False, "cp_world": 1, "cp_rank": 0,
-}
-BUILDER_KEYWORD_ADDED_IN = {
-    "cute_dsl_impl": "0.6.16", "sinks": "0.6.16", "has_sparse_mla_top_k_lens": "0.6.17",
-    "enable_dcp": "0.6.17", "cp_world": "0.6.17", "cp_rank": "0.6.17",
-}
+BUILDER_ORDER: tuple[str, ...] = TUNING_CONFIG_BUILDER.names
+BUILDER_DEFAULTS: dict[str, Any] = TUNING_CONFIG_BUILDER.defaults()
+BUILDER_KEYWORD_ADDED_IN: dict[str, str] = TUNING_CONFIG_BUILDER.added_in_map()
+BUILDER_MAX_SEQ_LEN_INDEX = BUILDER_ORDER.index("max_seq_len")
 
 
 def _is_default(value: Any, default: Any) -> bool:
@@ -164,7 +148,7 @@ def _mapping(kind: str) -> _Mapping:
             mapping = _Mapping(target, DECODE_ORDER, DECODE_DEFAULTS, DECODE_KEYWORD_ADDED_IN, release,
                                generation, policy)
         else:
-            mapping = _Mapping(core._build_mla_decode_tuning_config, BUILDER_ORDER, BUILDER_DEFAULTS,
+            mapping = _Mapping(getattr(core, TUNING_CONFIG_BUILDER.name), BUILDER_ORDER, BUILDER_DEFAULTS,
                                BUILDER_KEYWORD_ADDED_IN, release, generation, policy)
         _mappings[kind] = mapping
         return mapping
@@ -239,8 +223,8 @@ def build_mla_decode_tuning_config(*args: Any, **kwargs: Any) -> Any:
     (``inspect.signature`` shows them); gating as for :func:`mla_decode`.
     ``max_seq_len`` is validated and passed as given."""
     mapping = _mapping("builder")
-    if len(args) > 7:
-        check_max_seq_len(args[7])
+    if len(args) > BUILDER_MAX_SEQ_LEN_INDEX:
+        check_max_seq_len(args[BUILDER_MAX_SEQ_LEN_INDEX])
     elif "max_seq_len" in kwargs:
         check_max_seq_len(kwargs["max_seq_len"])
     args, kwargs = mapping.split(args, kwargs)

@@ -81,7 +81,7 @@ def live_lookup(spec: FunctionSpec) -> Optional[FoundFunction]:
             return FoundFunction(
                 spec.qualname,
                 tuple(FoundParam(p.name, POSITIONAL_OR_KEYWORD, not p.required) for p in spec.params),
-                memoized=bool(spec.memoized),
+                memoized=False,  # a dict memo, not a functools cache
                 where="replaced by TensorRT-LLM's workaround",
             )
         function = underneath

@@ -13,6 +13,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
+from .specs import FunctionSpec, Param
+
 POSITIONAL_ONLY = "positional-only"
 POSITIONAL_OR_KEYWORD = "positional-or-keyword"
 KEYWORD_ONLY = "keyword-only"
@@ -26,45 +28,6 @@ _INSPECT_KINDS = {
     inspect.Parameter.VAR_POSITIONAL: VAR_POSITIONAL,
     inspect.Parameter.VAR_KEYWORD: VAR_KEYWORD,
 }
-
-
-@dataclass(frozen=True)
-class Param:
-    """An expected parameter.  ``required`` ones exist in every release the
-    adapter serves; the others exist in some releases only and must have a
-    default where they do."""
-
-    name: str
-    required: bool = True
-
-    def __str__(self) -> str:
-        return self.name if self.required else f"[{self.name}]"
-
-
-@dataclass(frozen=True)
-class FunctionSpec:
-    """Where a function lives and the parameters fi_compat expects, in order.
-
-    ``memoized``: ``True`` when the function must carry flashinfer's
-    ``functools.cache`` (the adapter replaces it), ``False`` when it must not
-    (the adapter relies on it building a fresh result), ``None`` to not care.
-    """
-
-    module: str
-    name: str
-    params: tuple[Param, ...]
-    memoized: Optional[bool] = None
-
-    @property
-    def qualname(self) -> str:
-        return f"{self.module}.{self.name}"
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.params)
-
-    def expected_text(self) -> list[str]:
-        return [str(p) for p in self.params]
 
 
 @dataclass(frozen=True)
@@ -216,14 +179,14 @@ def find_function_in_source(source: str, name: str, filename: str = "<source>") 
 # --------------------------------------------------------------------------- comparison
 
 
-def compare(spec: FunctionSpec, found: Optional[FoundFunction]) -> Optional[Mismatch]:
+def compare(spec: FunctionSpec, found: Optional[FoundFunction], memoized: Optional[bool] = None) -> Optional[Mismatch]:
     """``None`` when ``found`` fits ``spec``; otherwise a :class:`Mismatch`
     whose ``difference`` names each problem in words.
 
     Fits means: every required parameter present; no parameter the spec does
     not know; known parameters in the spec's order; none positional-only or
     keyword-only, no ``*args``/``**kwargs``; optional parameters have defaults; and the memo
-    decorator is present or absent as ``spec.memoized`` says.
+    decorator is present or absent as ``memoized`` says (``None``: either).
     """
     if found is None:
         return Mismatch(spec, None, "is missing (moved or removed)", ("missing",))
@@ -255,9 +218,9 @@ def compare(spec: FunctionSpec, found: Optional[FoundFunction]) -> Optional[Mism
     expected_order = [n for n in spec.names if n in order]
     if order != expected_order and not missing and not unexpected:
         problems.append("parameters are in a different order")
-    if spec.memoized is True and not found.memoized:
+    if memoized is True and not found.memoized:
         problems.append("lost its functools.cache decorator")
-    elif spec.memoized is False and found.memoized:
+    elif memoized is False and found.memoized:
         problems.append("gained a cache decorator")
     if not problems:
         return None
@@ -267,5 +230,9 @@ def compare(spec: FunctionSpec, found: Optional[FoundFunction]) -> Optional[Mism
 Lookup = Callable[[FunctionSpec], Optional[FoundFunction]]
 
 
-def check_all(specs: Iterable[FunctionSpec], lookup: Lookup) -> list[Mismatch]:
-    return [m for m in (compare(spec, lookup(spec)) for spec in specs) if m is not None]
+Expectation = tuple[FunctionSpec, Optional[bool]]
+"""A function and whether it must (``True``) or must not (``False``) carry a memo decorator."""
+
+
+def check_all(expectations: Iterable[Expectation], lookup: Lookup) -> list[Mismatch]:
+    return [m for m in (compare(spec, lookup(spec), memoized) for spec, memoized in expectations) if m is not None]

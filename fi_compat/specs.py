@@ -1,79 +1,181 @@
-"""Expected flashinfer signatures, shared by the runtime registry and the guard.
+"""The one description of the flashinfer functions fi_compat relies on.
 
-Parameter lists were read from the published wheels (``flashinfer/mla/_core.py``
-of each release; see docs/compatibility.md).  ``[name]`` parameters exist in
-some releases only.
+Everything else derives from here: the call API's signatures, defaults and
+keyword gating (:mod:`fi_compat.call_api`), the signature checks of the
+runtime and the guard (:mod:`fi_compat.signatures`, :mod:`fi_compat.lookup`),
+the bounded caches (:mod:`fi_compat.bounds`) and the commands.  No other module
+spells a flashinfer function name.
+
+Each :class:`Param` carries its default (``REQUIRED`` when it has none) and the
+first release that has it (``added_in``; ``None`` when the function always had
+it).  Parameter order is the newest release's positional order.  Every fact
+was read from the published wheels (``pip download --no-deps
+flashinfer-python==X``); docs/compatibility.md lists the releases.
 """
 
 from __future__ import annotations
 
-from .signatures import FunctionSpec, Param
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from packaging.version import Version
+
+
+class _Required:
+    """The default of a parameter that has none."""
+
+    _instance: Optional["_Required"] = None
+
+    def __new__(cls) -> "_Required":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+    def __reduce__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+
+@dataclass(frozen=True)
+class Param:
+    """One expected parameter: its name, its default and the release that added it."""
+
+    name: str
+    default: Any = REQUIRED
+    added_in: Optional[str] = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def present_in(self, release: Optional[Version]) -> bool:
+        """Whether ``release`` has this parameter (an unknown release: assume the newest)."""
+        return self.added_in is None or release is None or release >= Version(self.added_in)
+
+    def __str__(self) -> str:
+        return self.name if self.required else f"[{self.name}]"
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """Where flashinfer defines a function, and its parameters in the newest order.
+
+    ``added_in``: the first release that has the function at all.
+    """
+
+    module: str
+    name: str
+    params: tuple[Param, ...]
+    added_in: Optional[str] = None
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module}.{self.name}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def param(self, name: str) -> Param:
+        for param in self.params:
+            if param.name == name:
+                return param
+        raise KeyError(f"{self.qualname} has no parameter {name!r}")
+
+    def defaults(self) -> dict[str, Any]:
+        """Name -> default of every parameter that has one."""
+        return {p.name: p.default for p in self.params if not p.required}
+
+    def added_in_map(self) -> dict[str, str]:
+        """Name -> release, for every parameter added after the function."""
+        return {p.name: p.added_in for p in self.params if p.added_in is not None}
+
+    def present_in(self, release: Optional[Version]) -> bool:
+        return self.added_in is None or release is None or release >= Version(self.added_in)
+
+    def at(self, release: str) -> "FunctionSpec":
+        """The function as ``release`` has it: only the parameters it has."""
+        version = Version(release)
+        return FunctionSpec(self.module, self.name, tuple(p for p in self.params if p.present_in(version)),
+                            self.added_in)
+
+    def expected_text(self) -> list[str]:
+        return [str(p) for p in self.params]
+
+
+def _params(spec: str, added_in: Optional[str] = None, **defaults: Any) -> tuple[Param, ...]:
+    """``"a b c"`` -> Params in that order; a name in ``defaults`` gets that default."""
+    return tuple(Param(name, defaults.get(name, REQUIRED), added_in) for name in spec.split())
+
 
 CORE_MODULE = "flashinfer.mla._core"
+CUTE_DSL_MONOLITHIC_MODULE = "flashinfer.cute_dsl.attention.monolithic.mla_decode"
+CUTE_DSL_BATCH_MLA_MODULE = "flashinfer.cute_dsl.attention.wrappers.batch_mla"
+CUTE_DSL_BATCH_HCA_MODULE = "flashinfer.cute_dsl.attention.wrappers.batch_hca"
 
-
-def _params(required: str, optional: str = "") -> tuple[Param, ...]:
-    return tuple(Param(n) for n in required.split()) + tuple(Param(n, False) for n in optional.split())
-
-
-# The public decode entry point.  Its first nine parameters are what every
-# caller passes; the rest arrived over time (see DECODE_KEYWORD_ADDED_IN).
+#: The public decode entry point (re-exported as ``flashinfer.mla.X`` and
+#: ``flashinfer.decode.X``).  Every release appends new parameters at the end.
 DECODE = FunctionSpec(
     CORE_MODULE,
     "trtllm_batch_decode_with_kv_cache_mla",
     _params(
         "query kv_cache workspace_buffer qk_nope_head_dim kv_lora_rank qk_rope_head_dim "
-        "block_tables seq_lens max_seq_len",
-        "sparse_mla_top_k out bmm1_scale bmm2_scale sinks skip_softmax_threshold_scale_factor "
-        "enable_pdl backend is_var_seq uses_shared_paged_kv_idx lse return_lse cute_dsl_impl "
-        "kv_scale_format cum_seq_lens_q max_q_len multi_ctas_kv_counter_buffer "
-        "sparse_mla_top_k_lens enable_dcp cp_world cp_rank causal_seqlens_kv_global "
-        "use_fp16_softmax return_lse_base",
-    ),
+        "block_tables seq_lens max_seq_len"
+    )
+    + _params(
+        "sparse_mla_top_k out bmm1_scale bmm2_scale sinks skip_softmax_threshold_scale_factor enable_pdl "
+        "backend is_var_seq uses_shared_paged_kv_idx lse return_lse cute_dsl_impl",
+        sparse_mla_top_k=0, out=None, bmm1_scale=1.0, bmm2_scale=1.0, sinks=None,
+        skip_softmax_threshold_scale_factor=None, enable_pdl=None, backend="auto", is_var_seq=True,
+        uses_shared_paged_kv_idx=True, lse=None, return_lse=False, cute_dsl_impl="auto",
+    )
+    + _params("kv_scale_format cum_seq_lens_q max_q_len", "0.6.14",
+              kv_scale_format="auto", cum_seq_lens_q=None, max_q_len=None)
+    + _params("multi_ctas_kv_counter_buffer", "0.6.15", multi_ctas_kv_counter_buffer=None)
+    + _params("sparse_mla_top_k_lens enable_dcp cp_world cp_rank causal_seqlens_kv_global", "0.6.17",
+              sparse_mla_top_k_lens=None, enable_dcp=False, cp_world=1, cp_rank=0, causal_seqlens_kv_global=None)
+    + _params("use_fp16_softmax", "0.6.18", use_fp16_softmax=None)
+    + _params("return_lse_base", "0.7.1", return_lse_base=None),
 )
 
-# The builder in 0.6.13 - 0.6.15 (and 0.6.15.post1): exactly these nine.
-BUILDER_FRESH = FunctionSpec(
+#: Builds the autotuner's TuningConfig for one decode call.  0.6.17 inserted
+#: ``has_sparse_mla_top_k_lens`` *before* 0.6.16's ``cute_dsl_impl``.
+TUNING_CONFIG_BUILDER = FunctionSpec(
     CORE_MODULE,
     "_build_mla_decode_tuning_config",
-    _params("kv_cache block_tables workspace_buffer runner_names q_len num_heads kv_lora_rank max_seq_len device"),
-    memoized=False,
+    _params("kv_cache block_tables workspace_buffer runner_names q_len num_heads kv_lora_rank max_seq_len device")
+    + _params("has_sparse_mla_top_k_lens", "0.6.17", has_sparse_mla_top_k_lens=False)
+    + _params("cute_dsl_impl sinks", "0.6.16", cute_dsl_impl="auto", sinks=None)
+    + _params("enable_dcp cp_world cp_rank", "0.6.17", enable_dcp=False, cp_world=1, cp_rank=0),
 )
 
-# The builder from 0.6.15.post1 on: nine, then 0.6.16's cute_dsl_impl/sinks,
-# then 0.6.17's sparse and DCP parameters.
-BUILDER_KEYED = FunctionSpec(
-    CORE_MODULE,
-    "_build_mla_decode_tuning_config",
-    _params(
-        "kv_cache block_tables workspace_buffer runner_names q_len num_heads kv_lora_rank max_seq_len device",
-        "has_sparse_mla_top_k_lens cute_dsl_impl sinks enable_dcp cp_world cp_rank",
-    ),
-    memoized=False,
-)
-
-# flashinfer's unbounded functools.cache, 0.6.15.post1 on.
-CONFIG_CACHE = FunctionSpec(
+#: flashinfer's memo of the TuningConfig: an unbounded ``functools.cache`` from
+#: 0.6.15.post1 on, keyed by ``profile_seq_len`` among others.
+TUNING_CONFIG = FunctionSpec(
     CORE_MODULE,
     "_mla_decode_tuning_config",
-    _params(
-        "buckets num_pages profile_seq_len",
-        "has_sparse_mla_top_k_lens sparse_top_k_width enable_dcp cp_world cp_rank",
-    ),
-    memoized=True,
+    _params("buckets num_pages profile_seq_len")
+    + _params("has_sparse_mla_top_k_lens sparse_top_k_width enable_dcp cp_world cp_rank", "0.6.17",
+              has_sparse_mla_top_k_lens=False, sparse_top_k_width=0, enable_dcp=False, cp_world=1, cp_rank=0),
+    added_in="0.6.15.post1",
 )
 
-# The release that first accepted each decode keyword beyond 0.6.13's.
-DECODE_KEYWORD_ADDED_IN = {
-    "kv_scale_format": "0.6.14",
-    "cum_seq_lens_q": "0.6.14",
-    "max_q_len": "0.6.14",
-    "multi_ctas_kv_counter_buffer": "0.6.15",
-    "sparse_mla_top_k_lens": "0.6.17",
-    "enable_dcp": "0.6.17",
-    "cp_world": "0.6.17",
-    "cp_rank": "0.6.17",
-    "causal_seqlens_kv_global": "0.6.17",
-    "use_fp16_softmax": "0.6.18",
-    "return_lse_base": "0.7.1",
-}
+#: The cute-dsl MLA decode split-KV / workspace sizer: an unbounded
+#: ``functools.cache`` whose key holds the exact max_seq_len from 0.6.16 on.
+CUTE_DSL_SPLIT_KV = FunctionSpec(
+    CUTE_DSL_MONOLITHIC_MODULE,
+    "_get_split_kv_and_workspace_size",
+    _params("B q_len H kv_lora_rank max_active_blocks")
+    + _params("max_seq_len occupancy_q_tiles", "0.6.16", max_seq_len=None, occupancy_q_tiles=None)
+    + _params("num_kv_splits", "0.7.4", num_kv_splits=None),
+)
+
+__all__ = [
+    "CORE_MODULE", "CUTE_DSL_BATCH_HCA_MODULE", "CUTE_DSL_BATCH_MLA_MODULE", "CUTE_DSL_MONOLITHIC_MODULE",
+    "CUTE_DSL_SPLIT_KV", "DECODE", "FunctionSpec", "Param", "REQUIRED", "TUNING_CONFIG", "TUNING_CONFIG_BUILDER",
+]

@@ -61,7 +61,7 @@ class CachedConfigAdapter(Adapter):
     name = "cached-config-0.6.18"
     # 0.6.15.post1 introduced the functools.cache; 0.7.4 is the newest verified.
     verified = SpecifierSet(">=0.6.15.post1,<=0.7.4")
-    functions = (specs.CONFIG_CACHE, specs.BUILDER_KEYED, specs.DECODE)
+    functions = ((specs.TUNING_CONFIG, True), (specs.TUNING_CONFIG_BUILDER, False), (specs.DECODE, None))
     summary = (
         "bounded LRU replaces the functools.cache on _mla_decode_tuning_config; "
         "bounded memo on _build_mla_decode_tuning_config"
@@ -71,8 +71,8 @@ class CachedConfigAdapter(Adapter):
     def probe(cls, module: ModuleType) -> Optional[str]:
         original = getattr(module._mla_decode_tuning_config, "__wrapped__", None)
         if original is None:
-            return f"{specs.CONFIG_CACHE.qualname} has no __wrapped__ (cache decorator changed)"
-        return probe_tuning_config(specs.CONFIG_CACHE.qualname, lambda: original((1, 2, 4), 8, 16))
+            return f"{specs.TUNING_CONFIG.qualname} has no __wrapped__ (cache decorator changed)"
+        return probe_tuning_config(specs.TUNING_CONFIG.qualname, lambda: original((1, 2, 4), 8, 16))
 
     @classmethod
     def plan(cls, module: ModuleType, maxsize: int):

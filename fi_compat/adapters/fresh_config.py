@@ -28,13 +28,14 @@ class FreshConfigAdapter(Adapter):
     name = "fresh-config-0.6.15"
     # Everything before 0.6.15.post1, which introduced flashinfer's own cache.
     verified = SpecifierSet(">=0.6.13,<0.6.15.post1")
-    functions = (specs.BUILDER_FRESH, specs.DECODE)
+    # 0.6.13-0.6.15 have exactly the nine parameters, and no memo on the builder.
+    functions = ((specs.TUNING_CONFIG_BUILDER.at("0.6.15"), False), (specs.DECODE, None))
     summary = "bounded memo on _build_mla_decode_tuning_config (one config object per key)"
 
     @classmethod
     def probe(cls, module: ModuleType) -> Optional[str]:
         # Shapes are all the builder reads on the trtllm-gen path; no tensors needed.
-        return probe_tuning_config(specs.BUILDER_FRESH.qualname, lambda: module._build_mla_decode_tuning_config(
+        return probe_tuning_config(specs.TUNING_CONFIG_BUILDER.qualname, lambda: module._build_mla_decode_tuning_config(
             kv_cache=SimpleNamespace(shape=(8, 32, 576)), block_tables=SimpleNamespace(shape=(1, 4)),
             workspace_buffer=None, runner_names=["trtllm-gen"], q_len=1, num_heads=16, kv_lora_rank=512,
             max_seq_len=64, device=None,

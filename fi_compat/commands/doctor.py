@@ -244,7 +244,7 @@ def gather(*, import_flashinfer: bool = True, install: bool = False, cpu_shim: b
 
     signatures = []
     for candidate in ADAPTERS:
-        for spec in candidate.functions:
+        for spec, _ in candidate.functions:
             found = lookup(spec)
             mismatch = compare(spec, found)
             signatures.append({

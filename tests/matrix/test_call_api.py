@@ -18,7 +18,9 @@ import pytest
 from packaging.version import Version
 
 import fi_compat
-from fi_compat.specs import DECODE_KEYWORD_ADDED_IN
+from fi_compat.specs import DECODE
+
+DECODE_KEYWORD_ADDED_IN = DECODE.added_in_map()
 from fi_compat.errors import UnsupportedFeatureError
 from fi_compat.policy import apply_max_seq_len_policy
 

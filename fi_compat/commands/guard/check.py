@@ -87,7 +87,7 @@ def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] =
         if expected_release is not None and version is not None and str(version) != expected_release \
                 and version != _maybe_version(expected_release):
             notes.append(f"asked for {expected_release}, the wheel holds {version}")
-        for module in sorted({spec.module for adapter in ADAPTERS for spec in adapter.functions}):
+        for module in sorted({spec.module for adapter in ADAPTERS for spec, _ in adapter.functions}):
             if not wheel.has_module(module):
                 notes.append(f"{' / '.join(module_path(module))} is not in the wheel "
                              f"(module {module} moved or removed)")
