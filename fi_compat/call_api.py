@@ -133,16 +133,14 @@ def _core_module() -> Any:
 def _mapping(kind: str) -> _Mapping:
     """The mapping for the installed release, rebuilt when install state changes."""
     mapping = _mappings.get(kind)
-    state = installer._state
-    if mapping is not None and mapping.generation == state.generation:
+    if mapping is not None and mapping.generation == installer.generation():
         return mapping
-    if state.phase == "not-installed":
-        installer.install()
+    state = installer.ensure_installed()
     with _lock:
         generation = state.generation
         core = _core_module()
         release = None if state.release is None else str(state.release)
-        policy = state.settings["max_seq_len_policy"].value
+        policy = state.setting("max_seq_len_policy")
         if kind == "decode":
             target = _unwrap_transparent(getattr(core, DECODE.name))
             mapping = _Mapping(target, DECODE_ORDER, DECODE_DEFAULTS, DECODE_KEYWORD_ADDED_IN, release,
@@ -203,7 +201,7 @@ def mla_decode(*args: Any, max_seq_len_policy: Optional[str] = None, **kwargs: A
     the common path is inlined here for that reason.
     """
     mapping = _mappings.get("decode")
-    if mapping is None or mapping.generation != installer._state.generation:
+    if mapping is None or mapping.generation != installer.generation():
         mapping = _mapping("decode")
     value = _max_seq_len_of(args, kwargs)
     if max_seq_len_policy is not None:

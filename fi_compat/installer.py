@@ -16,7 +16,9 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any, Optional
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping, Optional
 
 import wrapt
 
@@ -44,6 +46,9 @@ class _State:
         self.transparent: Optional[Any] = None  # fi_compat.call_api.TransparentInstallation
         self.messages: list[str] = []
         self.hook_registered = False
+        # True once the process called install() or uninstall() itself: from
+        # then on the call API never installs behind its back.
+        self.explicit = False
         # Bumped by every change of phase; fi_compat.call_api compares it to
         # know when its cached argument mapping is stale (one int compare
         # per call instead of re-reading the whole state).
@@ -51,6 +56,46 @@ class _State:
 
 
 _state = _State()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A read-only view of the installer's state for the rest of fi_compat.
+
+    ``generation`` changes with every change of phase, so a caller can keep
+    what it derived from a snapshot until the number moves."""
+
+    phase: str
+    generation: int
+    release: Optional[ReleaseInfo]
+    settings: Mapping[str, config.Setting]
+    explicit: bool
+
+    def setting(self, name: str) -> Any:
+        return self.settings[name].value
+
+
+def snapshot() -> Snapshot:
+    """The current state; cheap (no lock: every field is replaced, never mutated)."""
+    state = _state
+    return Snapshot(state.phase, state.generation, state.release, MappingProxyType(state.settings), state.explicit)
+
+
+def generation() -> int:
+    """The current generation number (see :class:`Snapshot`); the call API's hot path reads only this."""
+    return _state.generation
+
+
+def ensure_installed() -> Snapshot:
+    """Install with the environment's settings, unless the process already
+    called :func:`install` or :func:`uninstall` itself; returns the state.
+
+    This is what the call API does on first use.  An explicit choice (an
+    ``uninstall()``, a refused strict install) is never overridden."""
+    with _lock:
+        if _state.phase == "not-installed" and not _state.explicit:
+            _install(None, None, None, None)
+        return snapshot()
 
 
 def _renew_lock_after_fork() -> None:
@@ -111,6 +156,13 @@ def install(
     :class:`~fi_compat.errors.UnsupportedReleaseWarning` and leaves flashinfer
     untouched.  Cost: microseconds, plus one builder call (the feature probe).
     """
+    with _lock:
+        _state.explicit = True
+        return _install(strict, maxsize, max_seq_len_policy, transparent)
+
+
+def _install(strict: Optional[bool], maxsize: Optional[int], max_seq_len_policy: Optional[str],
+             transparent: Optional[bool]) -> dict[str, Any]:
     if maxsize is not None:
         # validated here too so the message names the keyword the caller used
         maxsize = config.check_cache_size(maxsize, "maxsize")
@@ -215,6 +267,7 @@ def uninstall() -> dict[str, Any]:
     """Take back everything install() did, restoring each original object
     exactly.  Safe to call at any time, any number of times."""
     with _lock:
+        _state.explicit = True
         leftovers: list[str] = []
         if _state.transparent is not None:
             leftovers += _state.transparent.remove()
@@ -227,6 +280,15 @@ def uninstall() -> dict[str, Any]:
         _state.messages = leftovers
         _state.generation += 1
         return status()
+
+
+def reset() -> dict[str, Any]:
+    """:func:`uninstall`, then forget that the process chose anything, so the
+    call API installs on first use again: a fresh process, for test suites."""
+    with _lock:
+        result = uninstall()
+        _state.explicit = False
+        return result
 
 
 def settings() -> dict[str, config.Setting]:

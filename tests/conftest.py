@@ -13,9 +13,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 @pytest.fixture(autouse=True)
 def _uninstalled_after_each_test():
-    """Every test starts and ends with fi_compat uninstalled."""
-    import fi_compat
+    """Every test starts and ends as a fresh process would: uninstalled, and
+    with no explicit choice made (so mla_decode installs on first use)."""
+    from fi_compat import installer
 
-    fi_compat.uninstall()
+    installer.reset()
     yield
-    fi_compat.uninstall()
+    installer.reset()

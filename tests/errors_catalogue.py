@@ -68,7 +68,7 @@ def sandbox(row: Row) -> Iterator[str]:
     saved_env = {k: v for k, v in os.environ.items() if k.startswith("FI_COMPAT_")}
     saved = {name: sys.modules[name] for name in (CORE_MODULE, "flashinfer") if name in sys.modules}
     saved_detect = installer.detect_release
-    fi_compat.uninstall()
+    installer.reset()
     saved_cwd = os.getcwd()
     workdir = tempfile.mkdtemp(prefix="fi-compat-errors-")
     try:
@@ -91,7 +91,7 @@ def sandbox(row: Row) -> Iterator[str]:
     finally:
         os.chdir(saved_cwd)
         shutil.rmtree(workdir, ignore_errors=True)
-        fi_compat.uninstall()
+        installer.reset()
         installer.detect_release = saved_detect
         for name in (CORE_MODULE, "flashinfer"):
             if name in saved:
