@@ -14,7 +14,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Optional
 
 _live_caches: "weakref.WeakSet[BoundedCache]" = weakref.WeakSet()
 
@@ -45,10 +45,15 @@ class BoundedCache:
     propagate and store nothing.
     """
 
-    def __init__(self, name: str, maxsize: int) -> None:
+    def __init__(self, name: str, maxsize: int, keep_identity: bool = False) -> None:
         self.name = name
         self.maxsize = maxsize
         self._data: OrderedDict[Hashable, Any] = OrderedDict()
+        # keep_identity: values evicted from the LRU but still alive elsewhere
+        # (held by flashinfer's identity-keyed autotuner caches) are handed out
+        # again for their key, so the key keeps meaning one object.  Weak: it
+        # never keeps a value alive, so the bound on what fi_compat holds stays.
+        self._identities: Optional[weakref.WeakValueDictionary] = weakref.WeakValueDictionary() if keep_identity else None
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -63,6 +68,12 @@ class BoundedCache:
                 self._data.move_to_end(key)
                 self.hits += 1
                 return value
+            if self._identities is not None:
+                value = self._identities.get(key, _MISSING)
+                if value is not _MISSING:
+                    self.hits += 1
+                    self._insert(key, value)
+                    return value
             self.misses += 1
         value = compute(*arguments)
         with self._lock:
@@ -70,17 +81,28 @@ class BoundedCache:
             if existing is not _MISSING:
                 self._data.move_to_end(key)
                 return existing
-            self._data[key] = value
-            if len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
-                self.evictions += 1
+            self._insert(key, value)
         if self._bytes_per_entry is None:
             self._bytes_per_entry = approximate_size(value)
         return value
 
+    def _insert(self, key: Hashable, value: Any) -> None:
+        """Store ``key`` (lock held), evicting the least recently used past the bound."""
+        self._data[key] = value
+        if self._identities is not None:
+            try:
+                self._identities[key] = value
+            except TypeError:  # a value that cannot be weakly referenced keeps no identity
+                pass
+        if len(self._data) > self.maxsize:
+            self._data.popitem(last=False)
+            self.evictions += 1
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            if self._identities is not None:
+                self._identities.clear()
 
     def __len__(self) -> int:
         return len(self._data)

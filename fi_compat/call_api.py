@@ -26,13 +26,11 @@ import sys
 import threading
 from typing import Any, Callable, Optional
 
-from . import installer
-from .adapters.base import Installation, PatchStep
+from . import installer, transparent
 from .specs import CORE_MODULE, DECODE, TUNING_CONFIG_BUILDER
 from .config import check_policy
 from .errors import UnsupportedFeatureError
 from .policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
-from .proxies import CallThrough
 
 _NO_DEFAULT = inspect.Parameter.empty
 
@@ -142,7 +140,7 @@ def _mapping(kind: str) -> _Mapping:
         release = None if state.release is None else str(state.release)
         policy = state.setting("max_seq_len_policy")
         if kind == "decode":
-            target = _unwrap_transparent(getattr(core, DECODE.name))
+            target = transparent.unwrap(getattr(core, DECODE.name))
             mapping = _Mapping(target, DECODE_ORDER, DECODE_DEFAULTS, DECODE_KEYWORD_ADDED_IN, release,
                                generation, policy)
         else:
@@ -150,12 +148,6 @@ def _mapping(kind: str) -> _Mapping:
                                BUILDER_KEYWORD_ADDED_IN, release, generation, policy)
         _mappings[kind] = mapping
         return mapping
-
-
-def _unwrap_transparent(function: Callable) -> Callable:
-    while isinstance(function, CallThrough):
-        function = function.__wrapped__
-    return function
 
 
 _MISSING = object()
@@ -242,42 +234,3 @@ mla_decode.__signature__ = _signature(  # type: ignore[attr-defined]
     (inspect.Parameter("max_seq_len_policy", inspect.Parameter.KEYWORD_ONLY, default=None),),
 )
 build_mla_decode_tuning_config.__signature__ = _signature(BUILDER_ORDER, BUILDER_DEFAULTS)  # type: ignore[attr-defined]
-
-
-# --------------------------------------------------------------------------- transparent mode
-
-#: Public modules that re-export the decode function.  ``flashinfer.mla._core``
-#: is left alone: fi_compat's own calls go there, unwrapped.
-TRANSPARENT_MODULES = ("flashinfer", "flashinfer.mla", "flashinfer.decode")
-
-
-class TransparentInstallation:
-    """The decode re-exports wrapped for callers that cannot change their code."""
-
-    def __init__(self, installation: Installation) -> None:
-        self.installation = installation
-
-    def qualnames(self) -> list[str]:
-        return [p.qualname for p in self.installation.patches]
-
-    def remove(self) -> list[str]:
-        return self.installation.remove()
-
-
-def _transparent_call(wrapped: Callable, args: tuple, kwargs: dict) -> Any:
-    return mla_decode(*args, **kwargs)
-
-
-def install_transparent() -> TransparentInstallation:
-    """Wrap every public re-export of the decode function.  A name bound
-    earlier with ``from flashinfer.mla import ...`` is a separate reference
-    and is not reached (docs/integration/tensorrt_llm.md)."""
-    core = sys.modules[CORE_MODULE]
-    original = getattr(core, DECODE.name)
-    steps = []
-    for module_name in TRANSPARENT_MODULES:
-        module = sys.modules.get(module_name)
-        if module is not None and getattr(module, DECODE.name, None) is original:
-            steps.append(PatchStep(module, DECODE.name,
-                                   lambda target: CallThrough(target, _transparent_call, role="decode")))
-    return TransparentInstallation(Installation.apply(None, steps, {}, []))  # type: ignore[arg-type]

@@ -75,3 +75,31 @@ class UnverifiedReleaseWarning(FiCompatWarning):
 
 class UnsupportedReleaseWarning(FiCompatWarning):
     """Nothing matches the installed release; flashinfer was left untouched."""
+
+
+def _internal_prefixes() -> tuple[str, ...]:
+    import os
+
+    import wrapt
+
+    return tuple(os.path.join(os.path.dirname(os.path.abspath(m.__file__)), "") for m in (wrapt,)) + (
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), ""),
+    )
+
+
+def warn(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the user's line: the first frame outside
+    fi_compat, wrapt and the import machinery (an import hook fires deep inside
+    ``import flashinfer``, where a fixed stack level would point at importlib)."""
+    import sys
+    import warnings
+
+    internal = _internal_prefixes()
+    frame = sys._getframe(1)
+    level = 2
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(internal) or frame.f_code.co_filename.startswith("<frozen ")
+    ):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)

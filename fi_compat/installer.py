@@ -1,35 +1,42 @@
-"""install(), uninstall(), status(): the process-wide state machine.
+"""install(), uninstall(): the process-wide state machine.
 
-States: ``not-installed`` -> (install) -> ``pending`` (flashinfer not imported
-yet; a wrapt post-import hook finishes the job) or ``installed`` /
-``unsupported`` / ``deferred`` / ``disabled``; ``uninstall()`` returns to
-``not-installed`` from any of them.  Every transition holds one re-entrant
-lock, so concurrent install/uninstall calls serialise, and the lock is renewed
-in a forked child.
+Phases: ``not-installed`` -> :func:`install` -> ``pending`` (flashinfer not
+imported yet: a post-import hook finishes the job when it is), ``installed``,
+``unsupported`` (nothing could be bounded), ``disabled`` (FI_COMPAT_DISABLE)
+or ``failed`` (a strict failure inside an import hook, kept for the next
+fi_compat call to raise, since raising would break the user's ``import``);
+:func:`uninstall` returns to ``not-installed`` from any of them.
+
+Installing judges every row of :data:`fi_compat.bounds.BOUNDS` on its own
+(``fi_compat.bounds.judge``): a changed signature affects that row only.
+Rows whose module flashinfer imports lazily (the cute-dsl kernels) are judged
+from source at once and patched by a post-import hook when the module loads.
+
+Every transition holds one re-entrant lock (renewed in a forked child).
+:mod:`fi_compat.status` renders the state; nothing outside these two modules
+reads it except through :func:`snapshot`.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import sys
 import threading
-import warnings
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
 import wrapt
 
-from . import config
-from ._version import __version__
-from .adapters import UNSUPPORTED, UNVERIFIED, Installation, Selection, select
-from .adapters.base import carries_trtllm_marker
-from .specs import CORE_MODULE
-from .errors import SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning, UnverifiedReleaseWarning
-from .release_detection import PACKAGE, ReleaseInfo, detect_release
-from .signatures import POSITIONAL_OR_KEYWORD, FoundFunction, FoundParam, FunctionSpec, found_from_callable
+from . import config, transparent
+from .adapters import Installation, Plan, bounded_memo
+from .bounds import BOUND, Verdict, by_name, judge, judge_release
+from .errors import SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning, \
+    UnverifiedReleaseWarning, warn
+from .lookup import DirectoryReader, PACKAGE, find_in_source, find_live, module_loaded
+from .lookup.source import SourceIndex
+from .release_detection import ReleaseInfo, detect_release
 
 logger = logging.getLogger("fi_compat")
 
@@ -41,61 +48,22 @@ class _State:
         self.phase = "not-installed"
         self.settings: dict[str, config.Setting] = config.resolve_all(environ={})
         self.release: Optional[ReleaseInfo] = None
-        self.selection: Optional[Selection] = None
+        self.verdicts: dict[str, Verdict] = {}
+        self.waiting: dict[str, str] = {}  # bound name -> module it waits for
         self.installation: Optional[Installation] = None
-        self.transparent: Optional[Any] = None  # fi_compat.call_api.TransparentInstallation
+        self.transparent: Optional[Installation] = None
         self.messages: list[str] = []
-        self.hook_registered = False
+        self.error: Optional[BaseException] = None  # a strict failure raised at the next fi_compat call
+        self.hooked: set[str] = set()  # modules with a post-import hook (wrapt cannot unregister one)
         # True once the process called install() or uninstall() itself: from
         # then on the call API never installs behind its back.
         self.explicit = False
-        # Bumped by every change of phase; fi_compat.call_api compares it to
-        # know when its cached argument mapping is stale (one int compare
-        # per call instead of re-reading the whole state).
+        # Bumped by every change of phase, so the call API knows when what it
+        # derived from the state is stale (one int compare per call).
         self.generation = 0
 
 
 _state = _State()
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A read-only view of the installer's state for the rest of fi_compat.
-
-    ``generation`` changes with every change of phase, so a caller can keep
-    what it derived from a snapshot until the number moves."""
-
-    phase: str
-    generation: int
-    release: Optional[ReleaseInfo]
-    settings: Mapping[str, config.Setting]
-    explicit: bool
-
-    def setting(self, name: str) -> Any:
-        return self.settings[name].value
-
-
-def snapshot() -> Snapshot:
-    """The current state; cheap (no lock: every field is replaced, never mutated)."""
-    state = _state
-    return Snapshot(state.phase, state.generation, state.release, MappingProxyType(state.settings), state.explicit)
-
-
-def generation() -> int:
-    """The current generation number (see :class:`Snapshot`); the call API's hot path reads only this."""
-    return _state.generation
-
-
-def ensure_installed() -> Snapshot:
-    """Install with the environment's settings, unless the process already
-    called :func:`install` or :func:`uninstall` itself; returns the state.
-
-    This is what the call API does on first use.  An explicit choice (an
-    ``uninstall()``, a refused strict install) is never overridden."""
-    with _lock:
-        if _state.phase == "not-installed" and not _state.explicit:
-            _install(None, None, None, None)
-        return snapshot()
 
 
 def _renew_lock_after_fork() -> None:
@@ -107,188 +75,293 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_renew_lock_after_fork)
 
 
-def live_lookup(spec: FunctionSpec) -> Optional[FoundFunction]:
-    """Find ``spec`` among already-imported modules (never imports anything).
+@dataclass(frozen=True)
+class Snapshot:
+    """A read-only view of the installer's state for the rest of fi_compat."""
 
-    TensorRT-LLM's workaround replaces the builder with its own memo, which may
-    not expose the original's signature.  It looks through it when it can
-    (``__wrapped__``); otherwise the builder is taken as expected: TensorRT-LLM
-    installs only on a builder with 0.6.15's nine parameters, and fi_compat
-    never patches a builder that carries the workaround.
-    """
-    module = sys.modules.get(spec.module)
-    if module is None or not hasattr(module, spec.name):
-        return None
-    function = getattr(module, spec.name)
-    if carries_trtllm_marker(function):
-        underneath = inspect.unwrap(function)
-        if underneath is function or carries_trtllm_marker(underneath):
-            return FoundFunction(
-                spec.qualname,
-                tuple(FoundParam(p.name, POSITIONAL_OR_KEYWORD, not p.required) for p in spec.params),
-                memoized=False,  # a dict memo, not a functools cache
-                where="replaced by TensorRT-LLM's workaround",
-            )
-        function = underneath
-    return found_from_callable(spec.qualname, function)
+    phase: str
+    generation: int
+    release: Optional[ReleaseInfo]
+    settings: Mapping[str, config.Setting]
+    explicit: bool
+    verdicts: Mapping[str, Verdict]
+    waiting: Mapping[str, str]
+    installation: Optional[Installation]
+    transparent: Optional[Installation]
+    messages: tuple[str, ...]
+    error: Optional[BaseException]
+
+    def setting(self, name: str) -> Any:
+        return self.settings[name].value
 
 
-def install(
-    *,
-    strict: Optional[bool] = None,
-    maxsize: Optional[int] = None,
-    max_seq_len_policy: Optional[str] = None,
-    transparent: Optional[bool] = None,
-) -> dict[str, Any]:
-    """Bound flashinfer's MLA decode tuning-config memoization.
+def snapshot() -> Snapshot:
+    """The current state (each field is replaced on change, never mutated in place)."""
+    s = _state
+    return Snapshot(s.phase, s.generation, s.release, MappingProxyType(s.settings), s.explicit,
+                    MappingProxyType(dict(s.verdicts)), MappingProxyType(dict(s.waiting)), s.installation,
+                    s.transparent, tuple(s.messages), s.error)
+
+
+def generation() -> int:
+    """The current generation (the call API's hot path reads only this)."""
+    return _state.generation
+
+
+def ensure_installed() -> Snapshot:
+    """Install with the environment's settings unless the process already chose
+    (called :func:`install` or :func:`uninstall`); raise a strict failure kept
+    from an import hook.  What the call API does on every new generation."""
+    with _lock:
+        _raise_kept_error()
+        if _state.phase == "not-installed" and not _state.explicit:
+            _install(config.resolve_all())
+        return snapshot()
+
+
+def install(*, strict: Optional[bool] = None, cache_size: Optional[int] = None, maxsize: Optional[int] = None,
+            max_seq_len_policy: Optional[str] = None, transparent: Optional[bool] = None) -> dict[str, Any]:
+    """Bound every cache of flashinfer's MLA decode host path; returns :func:`status`.
 
     Arguments win over ``FI_COMPAT_*`` environment variables, which win over
-    defaults.  Idempotent: a second call while installed is a no-op (DEBUG
-    log) and returns :func:`status`.  If flashinfer is not imported yet, a
-    post-import hook installs when it is, and importing fi_compat never
+    defaults (``maxsize`` is the deprecated name of ``cache_size``).  Invalid
+    settings raise ``ValueError`` before anything changes.  Called again with
+    the same settings: a no-op; with different ones: fi_compat uninstalls and
+    installs again with them (logged at INFO).  If flashinfer is not imported
+    yet, a post-import hook installs when it is; importing fi_compat never
     imports it.
 
-    Failure behaviour: invalid settings raise ``ValueError`` before anything
-    changes.  An unknown release or changed signature raises
+    Failure behaviour: a row whose function changed is left untouched with one
+    WARNING naming release, function and difference, or raises
     :class:`~fi_compat.errors.SignatureMismatchError` /
-    :class:`~fi_compat.errors.UnsupportedReleaseError` when strict, otherwise
-    logs one WARNING, emits an
-    :class:`~fi_compat.errors.UnsupportedReleaseWarning` and leaves flashinfer
-    untouched.  Cost: microseconds, plus one builder call (the feature probe).
+    :class:`~fi_compat.errors.UnsupportedReleaseError` when strict, with
+    nothing installed.  Cost: milliseconds (one scan of flashinfer's modules).
     """
-    with _lock:
-        _state.explicit = True
-        return _install(strict, maxsize, max_seq_len_policy, transparent)
-
-
-def _install(strict: Optional[bool], maxsize: Optional[int], max_seq_len_policy: Optional[str],
-             transparent: Optional[bool]) -> dict[str, Any]:
     if maxsize is not None:
-        # validated here too so the message names the keyword the caller used
-        maxsize = config.check_cache_size(maxsize, "maxsize")
-    settings = config.resolve_all(strict=strict, cache_size=maxsize, max_seq_len_policy=max_seq_len_policy,
+        warn("install(maxsize=...) is deprecated; use install(cache_size=...)", DeprecationWarning)
+        if cache_size is None:
+            cache_size = config.check_cache_size(maxsize, "maxsize")
+    settings = config.resolve_all(strict=strict, cache_size=cache_size, max_seq_len_policy=max_seq_len_policy,
                                   transparent=transparent)
     with _lock:
+        _state.explicit = True
+        _state.error = None
         if _state.phase != "not-installed":
-            logger.debug("fi_compat: install() called while %s; nothing to do", _state.phase)
-            return status()
-        _state.settings = settings
-        _state.messages = []
-        if settings["disable"].value:
-            _state.phase = "disabled"
-            logger.info("fi_compat: FI_COMPAT_DISABLE is set (%s); flashinfer left untouched",
-                        settings["disable"].source)
-            return status()
-        _state.release = detect_release()
-        if PACKAGE in sys.modules:
-            _apply(sys.modules.get(CORE_MODULE))
-        else:
-            _state.phase = "pending"
-            if not _state.hook_registered:
-                # The hook is on the top-level package, not on CORE_MODULE:
-                # flashinfer's __init__ imports the MLA module, so it is
-                # loaded by the time the hook runs, and if a release moved it
-                # the hook still runs and reports it missing instead of
-                # waiting forever.  A failed earlier import can leave a
-                # half-initialised CORE_MODULE in sys.modules without the
-                # package; that one is never patched.  wrapt cannot
-                # unregister a hook, so the hook checks the phase instead.
-                wrapt.register_post_import_hook(_on_flashinfer_import, PACKAGE)
-                _state.hook_registered = True
-            logger.debug("fi_compat: %s not imported yet; will install on import", PACKAGE)
+            if _values(settings) == _values(_state.settings):
+                logger.debug("fi_compat: install() with the settings already in force; nothing to do")
+                return status()
+            logger.info("fi_compat: install() with new settings %s; re-installing", _values(settings))
+            _uninstall()
+        _install(settings)
         return status()
+
+
+def _values(settings: Mapping[str, config.Setting]) -> dict[str, Any]:
+    return {name: setting.value for name, setting in settings.items()}
+
+
+def _install(settings: dict[str, config.Setting]) -> None:
+    _state.settings = settings
+    _state.messages = []
+    if settings["disable"].value:
+        _set_phase("disabled")
+        logger.info("fi_compat: FI_COMPAT_DISABLE is set (%s); flashinfer left untouched", settings["disable"].source)
+        return
+    _state.release = detect_release()
+    if PACKAGE in sys.modules:
+        _activate()
+        return
+    _set_phase("pending")
+    _hook(PACKAGE, _on_flashinfer_import)
+    logger.debug("fi_compat: %s not imported yet; will install on import", PACKAGE)
+
+
+def _set_phase(phase: str) -> None:
+    _state.phase = phase
+    _state.generation += 1
+
+
+def _hook(module: str, callback: Any) -> None:
+    if module not in _state.hooked:
+        _state.hooked.add(module)
+        wrapt.register_post_import_hook(callback, module)
 
 
 def _on_flashinfer_import(package: Any) -> None:
     with _lock:
-        if _state.phase != "pending":
-            return
-        _state.release = detect_release()
-        _apply(sys.modules.get(CORE_MODULE))
+        if _state.phase == "pending":
+            _state.release = detect_release()
+            _guarded(_activate)
 
 
-def _apply(module: Any) -> None:
-    """Select, probe and patch.  Called with the lock held."""
-    from .call_api import install_transparent  # late: keeps import fi_compat light
+def _on_lazy_import(module: Any) -> None:
+    with _lock:
+        if _state.phase == "installed" and module.__name__ in _state.waiting.values():
+            _guarded(lambda: _activate_module(module.__name__))
 
-    release = _state.release
-    strict = _state.settings["strict"].value
-    selection = select(release.version if release else None, live_lookup)
-    _state.selection = selection
-    if selection.outcome == UNSUPPORTED:
-        _refuse(selection, strict)
-        return
-    assert selection.adapter is not None
+
+def _guarded(step: Any) -> None:
+    """Run an import-hook step; an exception never escapes into the user's import."""
     try:
-        problem = selection.adapter.probe(module)
-    except Exception as exc:  # flashinfer's behaviour changed: same handling as a wrong return type
-        problem = f"{selection.adapter.name}'s probe raised {type(exc).__name__}: {exc}"
-    if problem is not None:
-        selection = Selection(UNSUPPORTED, None, selection.release,
-                              f"flashinfer {selection.release}: feature probe failed: {problem}")
-        _state.selection = selection
-        _refuse(selection, strict, probe_failure=problem)
-        return
-    if selection.outcome == UNVERIFIED:
-        logger.warning("fi_compat: %s", selection.reason)
-        warnings.warn(selection.reason, UnverifiedReleaseWarning, stacklevel=4)
-    steps, caches, notes = selection.adapter.plan(module, _state.settings["cache_size"].value)
-    installation = Installation.apply(selection.adapter, steps, caches, notes)
+        step()
+    except Exception as exc:  # noqa: BLE001
+        _uninstall()
+        _state.error = exc
+        _set_phase("failed")
+        logger.error("fi_compat: %s; flashinfer imported untouched, the error is raised at the next "
+                     "fi_compat call", exc)
+
+
+def _raise_kept_error() -> None:
+    if _state.phase == "failed" and _state.error is not None:
+        error, _state.error = _state.error, None
+        _set_phase("not-installed")
+        raise error
+
+
+def _strict() -> bool:
+    return bool(_state.settings["strict"].value)
+
+
+def runtime_lookup(spec: Any) -> Any:
+    """What the runtime judges by: the live function when its module is imported,
+    else the installed package's source (lazy modules, judged before they load)."""
+    version = _state.release.version if _state.release else None
+    if module_loaded(spec.module):
+        return find_live(spec, spec.at(str(version)) if version is not None else None)
+    package = sys.modules.get(PACKAGE)
+    paths = list(getattr(package, "__path__", []) or [])
+    if not paths:
+        return None
+    return find_in_source(spec, SourceIndex(DirectoryReader.for_package_dir(paths[0])), search_moved=False)
+
+
+def _activate() -> None:
+    """Judge every row, then patch what is loaded, all or nothing.  Lock held."""
+    plan = Plan()
+    judged = judge_release(runtime_lookup, _state.release.version if _state.release else None)
+    problems = judged.problems
+    _state.verdicts, _state.waiting = {v.bound.name: v for v in judged.rows}, {}
+    for verdict in judged.rows:
+        if verdict.kind != BOUND:
+            continue
+        if verdict.found is not None and verdict.found.obj is not None:
+            plan += bounded_memo.plan(verdict.bound, verdict.found, _state.settings["cache_size"].value)
+        else:
+            _state.waiting[verdict.bound.name] = verdict.found.defined_in if verdict.found else verdict.bound.module
+    if problems and _strict():
+        _refuse_strict(problems)
+    installation = Installation()
+    installation.apply(plan)
     try:
         if _state.settings["transparent"].value:
-            _state.transparent = install_transparent()
+            _state.transparent = Installation()
+            _state.transparent.apply(transparent.plan())
     except BaseException:
         installation.remove()
+        _state.transparent = None
         raise
     _state.installation = installation
-    _state.phase = "installed" if steps else "deferred"
+    for module in set(_state.waiting.values()):
+        _hook(module, _on_lazy_import)
+    _report(problems)
+    bounded = bool(installation.patched()) or bool(_state.waiting)
+    _set_phase("installed" if bounded or not problems else "unsupported")
+    logger.info("fi_compat: %s", one_line())
+
+
+def _activate_module(module_name: str) -> None:
+    """Patch the rows waiting for ``module_name``, now imported.  Lock held."""
+    plan, problems = Plan(), []
+    for name, waited in list(_state.waiting.items()):
+        if waited != module_name:
+            continue
+        bound = by_name(name)
+        verdict = judge(bound, runtime_lookup(bound.spec), _state.release.version if _state.release else None)
+        _state.verdicts[name] = verdict
+        del _state.waiting[name]
+        if verdict.problem:
+            problems.append(verdict)
+        elif verdict.kind == BOUND:
+            plan += bounded_memo.plan(bound, verdict.found, _state.settings["cache_size"].value)
+    if problems and _strict():
+        _refuse_strict(problems)
+    assert _state.installation is not None
+    _state.installation.apply(plan)
+    _report(problems)
     _state.generation += 1
-    for note in notes:
-        logger.info("fi_compat: %s", note)
-    logger.debug("fi_compat: installed %s on flashinfer %s", selection.adapter.name, release)
+    logger.info("fi_compat: %s", one_line())
 
 
-def _refuse(selection: Selection, strict: bool, probe_failure: Optional[str] = None) -> None:
-    _state.phase = "unsupported"
-    release = None if selection.release is None else str(selection.release)
-    if strict:
-        _state.phase = "not-installed"
-        if selection.mismatches:
-            first = selection.mismatches[0]
-            raise SignatureMismatchError(first.spec.qualname, first.expected, first.found_text, release,
-                                         first.difference)
-        raise UnsupportedReleaseError(release, probe_failure or selection.reason)
-    message = f"{selection.reason}. fi_compat left flashinfer untouched (set FI_COMPAT_STRICT=1 to make this an error)"
-    logger.warning("fi_compat: %s", message)
-    warnings.warn(message, UnsupportedReleaseWarning, stacklevel=4)
+def _refuse_strict(problems: list[Verdict]) -> None:
+    release = None if _state.release is None else str(_state.release)
+    first = problems[0]
+    if first.mismatch is not None:
+        m = first.mismatch
+        raise SignatureMismatchError(m.spec.qualname, m.expected, m.found_text, release, m.difference)
+    raise UnsupportedReleaseError(release, first.reason)
+
+
+def _report(problems: list[Verdict]) -> None:
+    release = _state.release
+    for verdict in problems:
+        message = (f"flashinfer {release}: {verdict.reason}. fi_compat left it unbounded "
+                   "(set FI_COMPAT_STRICT=1 to make this an error)")
+        _state.messages.append(message)
+        logger.warning("fi_compat: %s", message)
+        warn(message, UnsupportedReleaseWarning)
+    unverified = [v for v in _state.verdicts.values() if v.kind == BOUND and not v.verified]
+    if unverified:
+        names = ", ".join(v.bound.spec.qualname for v in unverified)
+        message = (f"flashinfer {release} is outside the releases fi_compat verified for {names}; "
+                   "their signatures match and fi_compat bounds them. Run the release matrix to verify it")
+        logger.warning("fi_compat: %s", message)
+        warn(message, UnverifiedReleaseWarning)
+
+
+def one_line() -> str:
+    """The line a user greps in serving logs: release, what is bounded, what waits."""
+    bound = [v.bound.name for v in _state.verdicts.values() if v.kind == BOUND and v.bound.name not in _state.waiting]
+    waiting = sorted(_state.waiting)
+    other = [f"{v.bound.name}: {v.kind}" for v in _state.verdicts.values() if v.kind != BOUND]
+    size = _state.settings["cache_size"].value
+    parts = [f"flashinfer {_state.release}", f"pid {os.getpid()}", f"bounded ({size} each): {', '.join(bound) or '-'}"]
+    if waiting:
+        parts.append(f"bounded on import: {', '.join(waiting)}")
+    if other:
+        parts.append("; ".join(other))
+    return "; ".join(parts)
 
 
 def uninstall() -> dict[str, Any]:
     """Take back everything install() did, restoring each original object
-    exactly.  Safe to call at any time, any number of times."""
+    exactly.  Safe at any time, any number of times.  Afterwards the call API
+    calls flashinfer unpatched and never re-installs on its own."""
     with _lock:
         _state.explicit = True
-        leftovers: list[str] = []
-        if _state.transparent is not None:
-            leftovers += _state.transparent.remove()
-            _state.transparent = None
-        if _state.installation is not None:
-            leftovers += _state.installation.remove()
-            _state.installation = None
-        _state.phase = "not-installed"
-        _state.selection = None
-        _state.messages = leftovers
-        _state.generation += 1
+        _uninstall()
         return status()
+
+
+def _uninstall() -> None:
+    leftovers: list[str] = []
+    for installation in (_state.transparent, _state.installation):
+        if installation is not None:
+            leftovers += installation.remove()
+    _state.transparent = _state.installation = None
+    _state.verdicts, _state.waiting = {}, {}
+    _state.messages = leftovers
+    _state.error = None
+    _set_phase("not-installed")
 
 
 def reset() -> dict[str, Any]:
     """:func:`uninstall`, then forget that the process chose anything, so the
     call API installs on first use again: a fresh process, for test suites."""
     with _lock:
-        result = uninstall()
+        _uninstall()
         _state.explicit = False
-        return result
+        return status()
 
 
 def settings() -> dict[str, config.Setting]:
@@ -297,42 +370,8 @@ def settings() -> dict[str, config.Setting]:
 
 
 def status() -> dict[str, Any]:
-    """A JSON-ready snapshot: release and how it was found, adapter and why,
-    what is patched, TensorRT-LLM's workaround, cache statistics, settings."""
+    """A JSON-ready snapshot (see :func:`fi_compat.status_view.render`)."""
+    from .status_view import render
+
     with _lock:
-        release = _state.release or detect_release()
-        selection = _state.selection
-        installation = _state.installation
-        core = sys.modules.get(CORE_MODULE)
-        builder = getattr(core, "_build_mla_decode_tuning_config", None)
-        trtllm_present = carries_trtllm_marker(builder)
-        patched = [p.qualname for p in installation.patches] if installation else []
-        if _state.transparent is not None:
-            patched += _state.transparent.qualnames()
-        caches = {name: cache.stats().as_dict() for name, cache in (installation.caches.items() if installation else ())}
-        return {
-            "fi_compat_version": __version__,
-            "state": _state.phase,
-            "release": {
-                "version": None if release.version is None else str(release.version),
-                "source": release.source,
-                "metadata_version": release.metadata_version,
-                "build_meta_version": release.build_meta_version,
-                "module_version": release.module_version,
-                "notes": list(release.notes),
-            },
-            "flashinfer_imported": core is not None,
-            "adapter": None if selection is None else selection.adapter_name,
-            "outcome": None if selection is None else selection.outcome,
-            "reason": None if selection is None else selection.reason,
-            "mismatches": [] if selection is None else [m.describe() for m in selection.mismatches],
-            "patched": patched,
-            "trtllm_workaround": {
-                "present": trtllm_present,
-                "fi_compat_defers": bool(installation and any("TensorRT-LLM" in n for n in installation.notes)),
-            },
-            "caches": caches,
-            "notes": (list(installation.notes) if installation else []) + list(_state.messages),
-            "settings": {name: {"value": s.value, "source": s.source, "env": s.env_var}
-                         for name, s in _state.settings.items()},
-        }
+        return render(snapshot())

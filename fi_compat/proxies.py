@@ -18,7 +18,8 @@ import wrapt
 from .cache import BoundedCache
 
 KeyFunction = Callable[[tuple, dict], Optional[Hashable]]
-ComputeFunction = Callable[[tuple, dict], Any]
+ComputeFunction = Callable[[tuple, dict, Hashable], Any]
+FallbackFunction = Callable[[tuple, dict], Any]
 
 
 class _Switch:
@@ -38,10 +39,9 @@ class FiCompatProxy(wrapt.FunctionWrapper):
 
     _fi_compat_wrapper = True
 
-    def __init__(self, wrapped: Callable, wrapper: Callable, role: str, switch: _Switch) -> None:
+    def __init__(self, wrapped: Callable, wrapper: Callable, switch: _Switch) -> None:
         super().__init__(wrapped, wrapper)
         self._self_switch = switch
-        self._self_role = role
 
     @property
     def _fi_compat_original(self) -> Callable:
@@ -51,10 +51,6 @@ class FiCompatProxy(wrapt.FunctionWrapper):
     def _self_active(self) -> bool:
         return self._self_switch.active
 
-    @property
-    def fi_compat_role(self) -> str:
-        return self._self_role
-
     def fi_compat_deactivate(self) -> None:
         self._self_switch.active = False
 
@@ -63,28 +59,38 @@ class MemoizedFunction(FiCompatProxy):
     """Bounded memo in front of a flashinfer function.
 
     ``key(args, kwargs)`` maps a call to a hashable key, or ``None`` for a call
-    it cannot key safely (then the call goes straight through, uncounted).
-    ``compute(args, kwargs)`` produces the value on a miss; it may call a
-    different function than the wrapped one (e.g. ``__wrapped__`` of a
-    ``functools.cache``) or pass normalised arguments.
+    it cannot key (then ``fallback(args, kwargs)`` answers it: a bounded path
+    too, never flashinfer's unbounded cache).  ``compute(args, kwargs, key)``
+    produces the value on a miss; it may call a different function than the
+    wrapped one (``__wrapped__`` of a ``functools.cache``) with normalised
+    arguments.
 
     Cost of a hit: the key function, one lock round trip and a dict move.
     """
 
     def __init__(self, wrapped: Callable, cache: BoundedCache, key: KeyFunction,
-                 compute: ComputeFunction, role: str) -> None:
+                 compute: ComputeFunction, fallback: Optional[FallbackFunction] = None) -> None:
         switch = _Switch()
         get_or_compute = cache.get_or_compute
+        if fallback is None:
+
+            def fallback(args: tuple, kwargs: dict, _wrapped: Callable = wrapped) -> Any:
+                return _wrapped(*args, **kwargs)
 
         # A closure over locals: the cheapest call path wrapt allows.
         def call(wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
             if switch.active:
+                if instance is not None:
+                    # Bound through a descriptor (a classmethod around the
+                    # proxy, before Python 3.13): the original takes it first.
+                    args = (instance, *args)
                 cache_key = key(args, kwargs)
                 if cache_key is not None:
-                    return get_or_compute(cache_key, compute, args, kwargs)
+                    return get_or_compute(cache_key, compute, args, kwargs, cache_key)
+                return fallback(args, kwargs)
             return wrapped(*args, **kwargs)
 
-        super().__init__(wrapped, call, role, switch)
+        super().__init__(wrapped, call, switch)
         self._self_cache = cache
 
     @property
@@ -102,7 +108,7 @@ class MemoizedFunction(FiCompatProxy):
 class CallThrough(FiCompatProxy):
     """A proxy that rewrites a call (the transparent decode mode)."""
 
-    def __init__(self, wrapped: Callable, rewrite: Callable[[Callable, tuple, dict], Any], role: str) -> None:
+    def __init__(self, wrapped: Callable, rewrite: Callable[[Callable, tuple, dict], Any]) -> None:
         switch = _Switch()
 
         def call(wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -110,7 +116,7 @@ class CallThrough(FiCompatProxy):
                 return rewrite(wrapped, args, kwargs)
             return wrapped(*args, **kwargs)
 
-        super().__init__(wrapped, call, role, switch)
+        super().__init__(wrapped, call, switch)
 
 
 def is_fi_compat_proxy(obj: object) -> bool:

@@ -117,6 +117,8 @@ CORE_MODULE = "flashinfer.mla._core"
 CUTE_DSL_MONOLITHIC_MODULE = "flashinfer.cute_dsl.attention.monolithic.mla_decode"
 CUTE_DSL_BATCH_MLA_MODULE = "flashinfer.cute_dsl.attention.wrappers.batch_mla"
 CUTE_DSL_BATCH_HCA_MODULE = "flashinfer.cute_dsl.attention.wrappers.batch_hca"
+CUTE_DSL_RUBIN_MTP_MODULE = "flashinfer.cute_dsl.attention.rubin_mtp.mla_decode"
+AUTOTUNER_MODULE = "flashinfer.autotuner"
 
 #: The public decode entry point (re-exported as ``flashinfer.mla.X`` and
 #: ``flashinfer.decode.X``).  Every release appends new parameters at the end.
@@ -175,7 +177,50 @@ CUTE_DSL_SPLIT_KV = FunctionSpec(
     + _params("num_kv_splits", "0.7.4", num_kv_splits=None),
 )
 
+#: The modular (``cute_dsl_impl="modular"``) MLA decode's sizer: no max_seq_len, keyed by batch size.
+CUTE_DSL_SPLIT_KV_BATCH_MLA = FunctionSpec(
+    CUTE_DSL_BATCH_MLA_MODULE,
+    "_get_split_kv_and_workspace_size",
+    _params("B q_len H kv_lora_rank max_active_blocks"),
+)
+
+#: The heavily-compressed-attention wrapper's sizer (0.6.18 on): keyed by batch size and HCA length.
+CUTE_DSL_SPLIT_KV_BATCH_HCA = FunctionSpec(
+    CUTE_DSL_BATCH_HCA_MODULE,
+    "_get_split_kv_and_workspace_size",
+    _params("batch_size q_len num_heads max_hca_len max_active_blocks"),
+    added_in="0.6.18",
+)
+
+#: The Rubin multi-token-prediction MLA decode's sizer (0.7.4 on), with the monolithic one's parameters.
+CUTE_DSL_SPLIT_KV_RUBIN_MTP = FunctionSpec(
+    CUTE_DSL_RUBIN_MTP_MODULE,
+    "_get_split_kv_and_workspace_size",
+    _params("B q_len H kv_lora_rank max_active_blocks")
+    + _params("max_seq_len occupancy_q_tiles num_kv_splits", max_seq_len=None, occupancy_q_tiles=None,
+              num_kv_splits=None),
+    added_in="0.7.4",
+)
+
+#: The autotuner's bucket matcher, a classmethod memo keyed by the call's tensor
+#: shapes (batch size, block-table width) and the config: ``lru_cache(maxsize=None)``
+#: in 0.6.13 and 0.6.14, ``lru_cache(maxsize=16384)`` in 0.6.15 - 0.6.17.
+NEAREST_PROFILE = FunctionSpec(
+    AUTOTUNER_MODULE,
+    "AutoTuner._find_nearest_profile",
+    _params("cls shapes tuning_config"),
+)
+
+#: Its memo from 0.6.18 on (keyed by shapes and the config's specs; 16384 entries).
+NEAREST_PROFILE_CACHED = FunctionSpec(
+    AUTOTUNER_MODULE,
+    "AutoTuner._find_nearest_profile_cached",
+    _params("cls shapes dynamic_tensor_specs constraint_specs"),
+    added_in="0.6.18",
+)
+
 __all__ = [
-    "CORE_MODULE", "CUTE_DSL_BATCH_HCA_MODULE", "CUTE_DSL_BATCH_MLA_MODULE", "CUTE_DSL_MONOLITHIC_MODULE",
-    "CUTE_DSL_SPLIT_KV", "DECODE", "FunctionSpec", "Param", "REQUIRED", "TUNING_CONFIG", "TUNING_CONFIG_BUILDER",
+    "AUTOTUNER_MODULE", "NEAREST_PROFILE", "NEAREST_PROFILE_CACHED", "CORE_MODULE", "CUTE_DSL_BATCH_HCA_MODULE", "CUTE_DSL_BATCH_MLA_MODULE", "CUTE_DSL_MONOLITHIC_MODULE",
+    "CUTE_DSL_RUBIN_MTP_MODULE", "CUTE_DSL_SPLIT_KV", "CUTE_DSL_SPLIT_KV_BATCH_HCA", "CUTE_DSL_SPLIT_KV_BATCH_MLA",
+    "CUTE_DSL_SPLIT_KV_RUBIN_MTP", "DECODE", "FunctionSpec", "Param", "REQUIRED", "TUNING_CONFIG", "TUNING_CONFIG_BUILDER",
 ]

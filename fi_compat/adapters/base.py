@@ -1,158 +1,146 @@
-"""What an adapter is, and how its patches are applied and taken back.
+"""The adapter contract: a :class:`Plan` of patches, applied all-or-nothing.
 
-An adapter is a class with a one-line verified range, the functions it needs
-(:mod:`fi_compat.specs`) and an :meth:`Adapter.plan` that says which
-attributes to wrap.  Applying a plan is all-or-nothing: a failure part-way
-restores what was already wrapped and re-raises, so flashinfer is never left
-half-patched.
+An adapter is a function ``plan(...) -> Plan`` (``fi_compat.adapters.bounded_memo``
+for caches, ``fi_compat.transparent`` for the decode re-exports).  A plan says
+which module attributes to replace with which proxy; :meth:`Installation.apply`
+puts every plan of an install in place, or none of them: a failure part-way
+restores what was already replaced and re-raises, so flashinfer is never left
+half-patched.  :meth:`Installation.remove` restores every original object
+(``is``-identical).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any, Callable, ClassVar, Optional
-
-import wrapt.patches
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
+from typing import Any, Callable, Iterable, Optional
 
 from ..cache import BoundedCache
-from ..signatures import FunctionSpec
 from ..proxies import FiCompatProxy
 
 logger = logging.getLogger("fi_compat.adapters")
 
-TRTLLM_MARKER = "_trtllm_mla_tuning_config_cache"
-"""Attribute TensorRT-LLM sets on its replacement builder (written for 0.6.15)."""
 
-
-def carries_trtllm_marker(obj: object) -> bool:
-    """True when ``obj`` or anything it wraps is TensorRT-LLM's memoized builder."""
-    seen = 0
-    while obj is not None and seen < 16:
-        if getattr(obj, TRTLLM_MARKER, False) is True:
-            return True
-        obj = getattr(obj, "__wrapped__", None)
-        seen += 1
-    return False
-
-
-@dataclass
+@dataclass(frozen=True)
 class PatchStep:
-    """Wrap ``module.attribute`` with ``factory(original)``."""
+    """Replace ``original`` with ``proxy`` at every ``(module, attribute)`` in ``targets``.
 
-    module: ModuleType
-    attribute: str
-    factory: Callable[[Any], FiCompatProxy]
-    before_wrap: Optional[Callable[[Any], None]] = None  # e.g. release the unbounded cache
+    ``targets`` lists every module attribute that held the original (a
+    re-export, or a name a module imported early), so no caller keeps reaching it.
+    ``before`` runs once before the first replacement (for instance: release
+    what flashinfer's unbounded cache already holds).  ``value`` is what the
+    attributes are set to when it is not the proxy itself (a classmethod
+    around it, for a class member); ``original`` is what they held."""
 
-    @property
-    def qualname(self) -> str:
-        return f"{self.module.__name__}.{self.attribute}"
-
-
-@dataclass
-class AppliedPatch:
-    module: ModuleType
-    attribute: str
+    name: str
     original: Any
-    handle: FiCompatProxy
+    proxy: FiCompatProxy
+    targets: tuple[tuple[Any, str], ...]
+    before: Optional[Callable[[], None]] = None
+    value: Any = None
 
     @property
-    def qualname(self) -> str:
-        return f"{self.module.__name__}.{self.attribute}"
+    def installed_value(self) -> Any:
+        return self.proxy if self.value is None else self.value
+
+    def where(self) -> list[str]:
+        return [f"{_name(owner)}.{attribute}" for owner, attribute in self.targets]
 
 
 @dataclass
-class Installation:
-    """What one install put in place; :meth:`remove` takes it all back."""
+class Plan:
+    """What one adapter would put in place: patches, the caches behind them, and notes."""
 
-    adapter: "type[Adapter]"
-    patches: list[AppliedPatch] = field(default_factory=list)
+    steps: list[PatchStep] = field(default_factory=list)
     caches: dict[str, BoundedCache] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    @classmethod
-    def apply(cls, adapter: "type[Adapter]", steps: list[PatchStep], caches: dict[str, BoundedCache],
-              notes: list[str]) -> "Installation":
-        installation = cls(adapter, [], caches, notes)
+    def __iadd__(self, other: "Plan") -> "Plan":
+        self.steps += other.steps
+        self.caches.update(other.caches)
+        self.notes += other.notes
+        return self
+
+
+@dataclass
+class _Applied:
+    step: PatchStep
+    replaced: list[tuple[Any, str]]
+
+
+class Installation:
+    """What is in place: every applied step, removable in reverse order."""
+
+    def __init__(self) -> None:
+        self._applied: list[_Applied] = []
+        self.caches: dict[str, BoundedCache] = {}
+        self.notes: list[str] = []
+
+    def apply(self, plan: Plan) -> None:
+        """Put ``plan`` in place, all or nothing (on failure the steps of this
+        plan already applied are undone, and the error propagates)."""
+        done: list[_Applied] = []
         try:
-            for step in steps:
-                original = getattr(step.module, step.attribute)
-                if step.before_wrap is not None:
-                    step.before_wrap(original)
-                handle = wrapt.patches.wrap_object(step.module, step.attribute, step.factory)
-                installation.patches.append(AppliedPatch(step.module, step.attribute, original, handle))
+            for step in plan.steps:
+                applied = _Applied(step, [])
+                done.append(applied)
+                if step.before is not None:
+                    step.before()
+                for owner, attribute in step.targets:
+                    setattr(owner, attribute, step.installed_value)
+                    applied.replaced.append((owner, attribute))
         except BaseException:
-            installation.remove()
+            for applied in reversed(done):
+                _restore(applied)
             raise
-        return installation
+        self._applied += done
+        self.caches.update(plan.caches)
+        self.notes += plan.notes
+
+    def patched(self) -> list[str]:
+        return [where for applied in self._applied for where in applied.step.where()]
+
+    def steps(self) -> list[PatchStep]:
+        return [applied.step for applied in self._applied]
 
     def remove(self) -> list[str]:
-        """Restore every original (``is``-identical) in reverse order.  A proxy
-        that someone else has wrapped wholesale cannot be taken out; it becomes
-        a pass-through and the returned list says where."""
+        """Restore every original (``is``-identical) in reverse order.
+
+        An attribute that someone else replaced after fi_compat (TensorRT-LLM's
+        workaround installed on top, say) is left to them: fi_compat's proxy,
+        still inside their function, becomes a pass-through, and the returned
+        list says where."""
         leftovers: list[str] = []
-        while self.patches:
-            patch = self.patches.pop()
-            try:
-                wrapt.patches.unwrap_object(patch.module, patch.attribute, patch.handle)
-            except (wrapt.patches.WrapperNotFoundError, wrapt.patches.WrapperNotOutermostError) as exc:
-                patch.handle.fi_compat_deactivate()
-                message = (
-                    f"{patch.qualname} was replaced by another wrapper after fi_compat installed "
-                    f"({type(exc).__name__}); fi_compat's proxy is now a pass-through inside it"
-                )
-                logger.warning("fi_compat: %s", message)
-                leftovers.append(message)
+        while self._applied:
+            leftovers += _restore(self._applied.pop())
         for cache in self.caches.values():
             cache.clear()
         return leftovers
 
 
-class Adapter:
-    """Base of the per-family adapters.  Subclasses set the class attributes
-    and implement :meth:`plan`; they hold no state of their own."""
-
-    name: ClassVar[str]
-    verified: ClassVar[SpecifierSet]
-    functions: ClassVar[tuple[FunctionSpec, ...]]
-    summary: ClassVar[str]
-
-    @classmethod
-    def covers(cls, version: Optional[Version]) -> bool:
-        """Whether ``version`` lies in the verified range.  Pre-releases never
-        do (``>=0.6.18`` must not claim ``0.6.18rc1``); local labels are
-        ignored by ``packaging`` as usual (``0.6.18+cu130`` is ``0.6.18``)."""
-        return version is not None and cls.verified.contains(version, prereleases=False)
-
-    @classmethod
-    def probe(cls, module: ModuleType) -> Optional[str]:
-        """Feature probe run before patching: ``None`` when the functions behave
-        as the adapter expects, otherwise what differs."""
-        return None
-
-    @classmethod
-    def plan(cls, module: ModuleType, maxsize: int) -> tuple[list[PatchStep], dict[str, BoundedCache], list[str]]:
-        raise NotImplementedError
+def _restore(applied: _Applied) -> list[str]:
+    leftovers = []
+    step = applied.step
+    for owner, attribute in reversed(applied.replaced):
+        # __dict__, not getattr: a class member's descriptor, not the bound method
+        if vars(owner).get(attribute) is step.installed_value:
+            setattr(owner, attribute, step.original)
+        else:
+            step.proxy.fi_compat_deactivate()
+            message = (f"{_name(owner)}.{attribute} was replaced after fi_compat installed; "
+                       "fi_compat's proxy is now a pass-through inside the replacement")
+            logger.warning("fi_compat: %s", message)
+            leftovers.append(message)
+    applied.replaced.clear()
+    return leftovers
 
 
-def returns_tuning_config(value: object) -> Optional[str]:
-    """Probe helper: ``None`` when ``value`` looks like flashinfer's TuningConfig."""
-    if type(value).__name__ == "TuningConfig" and hasattr(value, "dynamic_tensor_specs"):
-        return None
-    return f"returns {type(value).__module__}.{type(value).__qualname__}, expected TuningConfig"
+def _name(owner: Any) -> str:
+    """``module`` or ``module.Class``, for messages."""
+    if isinstance(owner, type):
+        return f"{owner.__module__}.{owner.__qualname__}"
+    return owner.__name__
 
 
-def probe_tuning_config(qualname: str, call: Callable[[], object]) -> Optional[str]:
-    """Run ``call`` once; ``None`` when it returns a TuningConfig, otherwise
-    what went wrong, prefixed with ``qualname`` (an exception is a finding,
-    never an escape: behaviour can change under an unchanged signature)."""
-    try:
-        value = call()
-    except Exception as exc:
-        return f"{qualname} raised {type(exc).__name__}: {exc}"
-    problem = returns_tuning_config(value)
-    return None if problem is None else f"{qualname} {problem}"
+def qualnames(steps: Iterable[PatchStep]) -> list[str]:
+    return [where for step in steps for where in step.where()]

@@ -1,0 +1,106 @@
+"""The bounded-memo adapter: one flashinfer function behind a bounded LRU.
+
+Two cases, decided by what :mod:`fi_compat.lookup` found:
+
+* flashinfer's function carries a ``functools`` cache (unbounded, or bounded
+  far above fi_compat's size on a per-request key): its contents are
+  released (``cache_clear``), and the proxy calls the uncached
+  function (``__wrapped__``) on a miss, with the normalised arguments the key
+  holds.  A call the key cannot bind goes to a second bounded LRU keyed on the
+  raw arguments (or, if those are unhashable, straight to the uncached
+  function): never to the unbounded cache.
+* a plain function that the bound memoizes anyway (the tuning-config builder,
+  whose fresh configs defeat the autotuner's caches): the proxy calls it on a
+  miss; a call the key cannot bind goes straight to it.
+
+One proxy object replaces the function at every module attribute that holds it
+(:attr:`fi_compat.lookup.Found.aliases`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Hashable, Optional
+
+from ..cache import BoundedCache
+from ..lookup import NO_MEMO, Found
+from ..proxies import MemoizedFunction
+from .base import Plan, PatchStep
+from .keys import ArgumentLayout
+
+
+def _layout_of(target: Callable, fallback_names: tuple[str, ...], fallback_defaults: dict) -> ArgumentLayout:
+    try:
+        return ArgumentLayout.of(target)
+    except (TypeError, ValueError):  # no introspectable signature: use the spec's
+        return ArgumentLayout(fallback_names, fallback_defaults)
+
+
+def _raw_fallback(target: Callable, cache: BoundedCache) -> Callable[[tuple, dict], Any]:
+    """A bounded LRU on the call's raw arguments, for calls the key cannot bind."""
+
+    def compute(args: tuple, kwargs: dict, key: Hashable) -> Any:
+        return target(*args, **kwargs)
+
+    def fallback(args: tuple, kwargs: dict) -> Any:
+        raw = (args, tuple(kwargs.items())) if kwargs else args
+        try:
+            hash(raw)
+        except TypeError:
+            return target(*args, **kwargs)
+        return cache.get_or_compute(raw, compute, args, kwargs, raw)
+
+    return fallback
+
+
+def plan(bound: Any, found: Found, cache_size: int) -> Plan:
+    """The plan that puts ``found`` (one row of :data:`fi_compat.bounds.BOUNDS`) behind a bounded memo.
+
+    Cost: one ``inspect.signature``; nothing of flashinfer's runs.
+    """
+    original = found.obj
+    replaces_cache = found.memo != NO_MEMO
+    target = original.__wrapped__ if replaces_cache else original
+    spec_defaults = bound.spec.defaults()
+    layout = _layout_of(target, bound.spec.names, spec_defaults)
+    key_of = bound.key(layout)
+    size = cache_size * bound.scale
+    cache = BoundedCache(bound.name, size, keep_identity=bound.keep_identity)
+    caches = {bound.name: cache}
+
+    def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
+        values = layout.complete(args, kwargs)
+        return None if values is None else key_of(values)
+
+    if bound.computes_from_key:
+        def compute(args: tuple, kwargs: dict, normalised: Any) -> Any:
+            return target(*normalised)
+    elif bound.arguments is not None and bound.arguments_apply(layout):
+        arguments_of = bound.arguments(layout)
+
+        def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
+            return target(*arguments_of(layout.complete(args, kwargs)))
+    else:
+        def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
+            return target(*args, **kwargs)
+
+    fallback: Optional[Callable[[tuple, dict], Any]] = None
+    if replaces_cache:
+        unkeyed = BoundedCache(f"{bound.name} (unkeyed calls)", size)
+        caches[unkeyed.name] = unkeyed
+        fallback = _raw_fallback(target, unkeyed)
+    else:
+        def fallback(args: tuple, kwargs: dict) -> Any:
+            return target(*args, **kwargs)
+
+    proxy = MemoizedFunction(original, cache, key, compute, fallback)
+    if found.descriptor is not None:  # a class member: put the same descriptor back around the proxy
+        step = PatchStep(bound.spec.qualname, found.raw, proxy, found.aliases,
+                         before=original.cache_clear if replaces_cache else None, value=found.descriptor(proxy))
+    else:
+        step = PatchStep(bound.spec.qualname, original, proxy, found.aliases,
+                         before=original.cache_clear if replaces_cache else None)
+    notes = []
+    if found.foreign:
+        notes.append(f"{bound.spec.qualname} was replaced by {found.foreign}; fi_compat memoizes around it "
+                     "(its own memo keys on the exact max_seq_len and would miss on every batch)")
+    return Plan([step], caches, notes)

@@ -1,0 +1,266 @@
+"""Cache keys: how a call's arguments become a key, and why each normalisation is safe.
+
+Every key is computed from the call's arguments *by parameter name*, however
+flashinfer passes them (positionally, by keyword, or mixed):
+:class:`ArgumentLayout` turns ``(args, kwargs)`` into the complete tuple of the
+installed function's parameters, in its own order, defaults filled.  A call
+that does not bind gives ``None``; the proxies then take a bounded fallback
+(``fi_compat.adapters.bounded_memo``), never flashinfer's unbounded cache.
+
+Normalisations (each proven against the real function in the release matrix,
+``tests/matrix/test_key_proofs.py``; docs/design.md has the table):
+
+* :func:`profile_ladder`: ``profile_seq_len`` of the tuning config only fills
+  the synthetic ``seq_lens`` used while autotuning;
+* :func:`k_tile_ceiling`: the cute-dsl split-KV / workspace sizer reads
+  ``max_seq_len`` only as ``ceil(max_seq_len / 128)``, the K-tile count.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
+
+PROFILE_LADDER_BITS = 4
+"""Significant bits kept by :func:`profile_ladder`: 8 values per doubling,
+never more than 12.5 % below the input.  A 1,048,576-token context needs at
+most 8 * 20 + 16 = 176 distinct profile lengths."""
+
+K_TILE = 128
+"""``mma_qk_tile_n`` of the cute-dsl MLA decode kernel: the K-tile length the sizer divides by."""
+
+
+def profile_ladder(length: int) -> int:
+    """Round ``length`` *down* to its top :data:`PROFILE_LADDER_BITS` bits.
+
+    Down, never up: the profiling runner is built with the caller's
+    ``max_seq_len``, and a profile length above it would break the kernel's
+    ``max_seq_len >= max(seq_lens)`` contract while autotuning.  One a little
+    below profiles a slightly shorter sequence of the same autotuner bucket
+    (the tuned-result key rounds ``max_seq_len`` up to a power of two).
+    """
+    if length < (1 << PROFILE_LADDER_BITS):
+        return length
+    shift = length.bit_length() - PROFILE_LADDER_BITS
+    return (length >> shift) << shift
+
+
+def k_tile_ceiling(max_seq_len: Any) -> Any:
+    """The smallest multiple of :data:`K_TILE` that is ``>= max_seq_len``: the
+    representative of every length with the same K-tile count.  Anything but a
+    positive ``int`` is returned unchanged (flashinfer then behaves, and
+    raises, exactly as for the caller's value)."""
+    if type(max_seq_len) is int and max_seq_len > 0:
+        return -(-max_seq_len // K_TILE) * K_TILE
+    return max_seq_len
+
+
+def as_int(value: Any) -> Optional[int]:
+    """``value`` as an ``int`` (ints, numpy and 0-d integer types), else ``None``."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+class ArgumentLayout:
+    """Complete argument tuples for one installed function, whatever the call style.
+
+    ``complete(args, kwargs)`` returns every parameter's value in the
+    function's positional order (defaults filled), or ``None`` when the call
+    would not bind (then flashinfer raises its own ``TypeError`` if the call
+    goes through).  Each call shape -- number of positional arguments and the
+    keyword names in order -- is compiled once into an ``itemgetter``; a call
+    then costs one dict lookup and one C-level gather.
+    """
+
+    def __init__(self, names: Sequence[str], defaults: Mapping[str, Any]) -> None:
+        self.names = tuple(names)
+        self.defaults = dict(defaults)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self._required = frozenset(n for n in self.names if n not in self.defaults)
+        self._shapes: dict[tuple, Optional[Callable[[tuple, dict], tuple]]] = {}
+
+    @classmethod
+    def of(cls, function: Callable) -> "ArgumentLayout":
+        import inspect
+
+        parameters = inspect.signature(function).parameters.values()
+        return cls([p.name for p in parameters],
+                   {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty})
+
+    def complete(self, args: tuple, kwargs: dict) -> Optional[tuple]:
+        if not kwargs and len(args) == len(self.names):
+            return args
+        shape = (len(args), *kwargs)
+        gather = self._shapes.get(shape, _UNSEEN)
+        if gather is _UNSEEN:
+            gather = self._compile(len(args), tuple(kwargs))
+            if len(self._shapes) < 64:  # a caller with ever-new shapes must not grow this
+                self._shapes[shape] = gather
+        return None if gather is None else gather(args, kwargs)
+
+    def _compile(self, count: int, keywords: tuple[str, ...]) -> Optional[Callable[[tuple, dict], tuple]]:
+        if count > len(self.names):
+            return None
+        rest = self.names[count:]
+        given = set(keywords)
+        if not given <= set(rest) or len(given) != len(keywords):
+            return None  # unknown keyword, or one already given positionally
+        if not all(name in given or name in self.defaults for name in rest):
+            return None  # a required parameter is missing
+        if not rest:
+            return lambda args, kwargs: args
+        getter = operator.itemgetter(*rest)
+        defaults = {name: self.defaults[name] for name in rest if name not in given}
+        single = len(rest) == 1
+        if not defaults:
+            if single:
+                return lambda args, kwargs: (*args, getter(kwargs))
+            return lambda args, kwargs: (*args, *getter(kwargs))
+        if single:
+            return lambda args, kwargs: (*args, getter({**defaults, **kwargs}))
+        return lambda args, kwargs: (*args, *getter({**defaults, **kwargs}))
+
+
+_UNSEEN = object()
+
+
+def tuning_config_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
+    """Key (and normalised arguments) of ``_mla_decode_tuning_config``.
+
+    * ``profile_seq_len`` -> :func:`profile_ladder`;
+    * ``sparse_top_k_width`` -> 0 when ``has_sparse_mla_top_k_lens`` is false:
+      only the sparse top-k initializer reads it, and it exists only when the
+      flag is true.
+    """
+    profile = layout.index["profile_seq_len"]
+    sparse = layout.index.get("has_sparse_mla_top_k_lens")
+    width = layout.index.get("sparse_top_k_width")
+
+    def key(values: tuple) -> Optional[tuple]:
+        length = as_int(values[profile])
+        if length is None:
+            return None
+        normal = list(values)
+        normal[profile] = profile_ladder(length)
+        if sparse is not None and width is not None and not values[sparse]:
+            normal[width] = 0
+        try:
+            hash(normalised := tuple(normal))
+        except TypeError:
+            return None
+        return normalised
+
+    return key
+
+
+def exact_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
+    """The complete argument tuple as it is (hashable, else ``None``): bounded, not normalised."""
+
+    def key(values: tuple) -> Optional[tuple]:
+        try:
+            hash(values)
+        except TypeError:
+            return None
+        return values
+
+    return key
+
+
+def split_kv_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
+    """Key (and normalised arguments) of a cute-dsl split-KV / workspace sizer:
+    ``max_seq_len`` -> :func:`k_tile_ceiling`.  Releases whose sizer has no
+    ``max_seq_len`` key on the arguments as they are (still bounded)."""
+    position = layout.index.get("max_seq_len")
+
+    def key(values: tuple) -> Optional[tuple]:
+        if position is not None:
+            values = (*values[:position], k_tile_ceiling(values[position]), *values[position + 1:])
+        try:
+            hash(values)
+        except TypeError:
+            return None
+        return values
+
+    return key
+
+
+# Builder parameters that enter the key as they are (absent ones read as None).
+_BUILDER_SCALARS = ("q_len", "num_heads", "kv_lora_rank", "has_sparse_mla_top_k_lens", "enable_dcp",
+                    "cp_world", "cp_rank")
+_CUTE_DSL = "cute-dsl"
+
+
+def builder_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[Hashable]]:
+    """Key of ``_build_mla_decode_tuning_config``: shapes and scalars, never tensor data.
+
+    * ``kv_cache.shape[0]`` (pages: seeds the block-table initializer),
+      ``kv_cache.shape[-2]`` (page size) and ``block_tables.shape[-1]``
+      (width; the sparse top-k width from 0.6.17 on);
+    * ``profile_ladder(min(max_seq_len, width * page_size))``;
+    * ``runner_names`` and the scalars above;
+    * only with a ``"cute-dsl"`` runner: the workspace size in bytes, the device
+      (its SM count), ``k_tile_ceiling(max_seq_len)`` and ``cute_dsl_impl``,
+      because the cute-dsl batch cap is computed from them through the sizer.
+      A cute-dsl call with ``sinks`` is not keyed (the cap may depend on them).
+
+    Cost: runs on every decode call: one shape read per tensor, one tuple.
+    """
+    at = layout.index
+    kv_cache, tables, length = at["kv_cache"], at["block_tables"], at["max_seq_len"]
+    runners, workspace, device = at["runner_names"], at["workspace_buffer"], at["device"]
+    impl, sinks = at.get("cute_dsl_impl"), at.get("sinks")
+    scalars = tuple(at.get(name) for name in _BUILDER_SCALARS)
+
+    def key(values: tuple) -> Optional[Hashable]:
+        try:
+            kv_shape = values[kv_cache].shape
+            width = values[tables].shape[-1]
+            runner_names = tuple(values[runners])
+            page_size, num_pages = kv_shape[-2], kv_shape[0]
+        except (AttributeError, IndexError, TypeError):
+            return None
+        max_seq_len = as_int(values[length])
+        if max_seq_len is None:
+            return None
+        cute: Optional[tuple] = None
+        if _CUTE_DSL in runner_names:
+            if sinks is not None and values[sinks] is not None:
+                return None
+            try:
+                workspace_bytes = values[workspace].numel() * values[workspace].element_size()
+            except AttributeError:
+                return None
+            cute = (workspace_bytes, values[device], k_tile_ceiling(max_seq_len),
+                    None if impl is None else values[impl])
+        profile = profile_ladder(min(max_seq_len, width * page_size))
+        return (num_pages, page_size, width, profile, runner_names, cute,
+                *(None if i is None else values[i] for i in scalars))
+
+    return key
+
+
+def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
+    """Arguments for a builder without flashinfer's own config memo (0.6.13 - 0.6.15):
+    ``max_seq_len`` moved to the key's profile length, so equal keys build
+    equal configs (those releases use ``max_seq_len`` for the profile only)."""
+    at = layout.index
+    kv_cache, tables, length = at["kv_cache"], at["block_tables"], at["max_seq_len"]
+
+    def arguments(values: tuple) -> tuple:
+        capacity = values[tables].shape[-1] * values[kv_cache].shape[-2]
+        profile = profile_ladder(min(as_int(values[length]) or 0, capacity))
+        return (*values[:length], profile, *values[length + 1:])
+
+    return arguments
+
+
+__all__ = [
+    "ArgumentLayout", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "builder_key", "exact_key", "fresh_builder_arguments",
+    "k_tile_ceiling", "profile_ladder", "split_kv_key", "tuning_config_key",
+]

@@ -1,0 +1,269 @@
+"""The caches fi_compat bounds: one declarative row each, and the verdict on each row.
+
+A row (:class:`Bound`) names the flashinfer function (from :mod:`fi_compat.specs`),
+how a call becomes a key (:mod:`fi_compat.adapters.keys`, with the proof that
+the key changes nothing flashinfer computes), and the releases the matrix
+verified it on.  The next leak flashinfer ships is one more row.
+
+:func:`judge` decides, per row and from what :mod:`fi_compat.lookup` found, what
+fi_compat does -- the same function for the runtime, ``fi-compat doctor`` and
+``fi-compat guard``, so they cannot disagree:
+
+====================  ==========================================================
+verdict               meaning, and what fi_compat does
+====================  ==========================================================
+``bound``             flashinfer's cache is unbounded (or, for the builder, there
+                      is none and fi_compat memoizes it): fi_compat bounds it
+``bounded-upstream``  flashinfer bounds it itself (``lru_cache(maxsize=N)``):
+                      fi_compat stands aside
+``no-cache``          flashinfer keeps no cache there: nothing to bound
+``not-in-release``    the release predates the function: nothing to do
+``missing``           the release should have it and nothing binds it (moved or
+                      removed): WARNING, or an error in strict mode
+``mismatch``          its parameters changed, so the key may be incomplete:
+                      fi_compat leaves it alone, WARNING or strict error
+====================  ==========================================================
+
+A row is *verified* when the release lies in its verified range and the
+function sits where the spec says; otherwise a ``bound`` verdict is applied
+with an UnverifiedReleaseWarning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Optional
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from . import specs
+from .adapters import keys
+from .lookup import BOUNDED, NO_MEMO, UNBOUNDED, Found
+from .signatures import Mismatch, compare
+
+BOUND = "bound"
+BOUNDED_UPSTREAM = "bounded-upstream"
+NO_CACHE = "no-cache"
+NOT_IN_RELEASE = "not-in-release"
+MISSING = "missing"
+MISMATCH = "mismatch"
+
+#: Verdicts that leave a leak fi_compat was supposed to close: a WARNING, or an error when strict.
+PROBLEMS = (MISSING, MISMATCH)
+
+KeyFactory = Callable[[keys.ArgumentLayout], Callable[[tuple], Optional[Hashable]]]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One cache fi_compat bounds.
+
+    ``computes_from_key``: the key *is* the normalised argument tuple, and a
+    miss calls the function with it.  ``memoize_plain``: memoize the function
+    even where flashinfer keeps no cache on it.  ``replace_bounded``: bound it
+    even where flashinfer bounds it (at a size far above fi_compat's, on a key
+    that grows per request).  ``scale``: the row's LRU holds ``scale *
+    cache_size`` entries (rows of tiny entries, or of keys that a serving
+    engine legitimately has thousands of).  ``keep_identity``: an evicted value
+    that someone still holds is handed out again for its key, so flashinfer's
+    identity-keyed caches (the autotuner's) see the same object.  ``arguments``
+    normalises the arguments of a plain function on a miss where
+    ``arguments_apply`` holds.
+    """
+
+    name: str
+    spec: specs.FunctionSpec
+    key: KeyFactory
+    grows_with: str
+    proof: str
+    verified: SpecifierSet
+    computes_from_key: bool = True
+    memoize_plain: bool = False
+    replace_bounded: bool = False
+    scale: int = 1
+    keep_identity: bool = False
+    arguments: Optional[Callable[[keys.ArgumentLayout], Callable[[tuple], tuple]]] = None
+    arguments_apply: Callable[[keys.ArgumentLayout], bool] = field(default=lambda layout: False)
+
+    @property
+    def module(self) -> str:
+        return self.spec.module
+
+
+_K_TILE_PROOF = ("output depends on max_seq_len only through ceil(max_seq_len / 128), the K-tile count "
+                 "(mma_qk_tile_n = 128); key on 128 * ceil(max_seq_len / 128); "
+                 "tests/matrix/test_key_proofs.py compares outputs on random arguments")
+
+_EXACT = "keyed on its arguments as they are: nothing normalised, only bounded"
+
+BOUNDS: tuple[Bound, ...] = (
+    Bound(
+        "tuning-config", specs.TUNING_CONFIG, keys.tuning_config_key,
+        grows_with="profile_seq_len = min(max_seq_len, block-table capacity): one entry per distinct length",
+        proof=("profile_seq_len only fills the synthetic seq_lens used while autotuning: keyed on "
+               "profile_ladder (top 4 bits, rounded down); sparse_top_k_width is read only when "
+               "has_sparse_mla_top_k_lens; tests/matrix/test_key_proofs.py compares every field"),
+        verified=SpecifierSet(">=0.6.15.post1,<=0.7.4"), keep_identity=True,
+    ),
+    Bound(
+        "split-kv", specs.CUTE_DSL_SPLIT_KV, keys.split_kv_key,
+        grows_with="max_seq_len (0.6.16 on) and the batch size of every step of the cute-dsl batch-cap search",
+        proof=_K_TILE_PROOF, verified=SpecifierSet(">=0.6.13,<=0.7.4"), scale=16,
+    ),
+    Bound(
+        "split-kv-modular", specs.CUTE_DSL_SPLIT_KV_BATCH_MLA, keys.split_kv_key,
+        grows_with="the batch size of every step of the cute-dsl batch-cap search",
+        proof=_EXACT, verified=SpecifierSet(">=0.6.13,<=0.7.4"), scale=16,
+    ),
+    Bound(
+        "split-kv-hca", specs.CUTE_DSL_SPLIT_KV_BATCH_HCA, keys.split_kv_key,
+        grows_with="batch size and max_hca_len",
+        proof=_EXACT, verified=SpecifierSet(">=0.6.18,<=0.7.4"), scale=16,
+    ),
+    Bound(
+        "split-kv-rubin-mtp", specs.CUTE_DSL_SPLIT_KV_RUBIN_MTP, keys.split_kv_key,
+        grows_with="max_seq_len and batch size", proof=_K_TILE_PROOF, verified=SpecifierSet(">=0.7.4,<=0.7.4"),
+        scale=16,
+    ),
+    Bound(
+        "nearest-profile", specs.NEAREST_PROFILE, keys.exact_key,
+        grows_with="the call's tensor shapes (batch size, block-table width) times the configs",
+        proof=_EXACT, verified=SpecifierSet(">=0.6.13,<=0.7.4"), replace_bounded=True, scale=16,
+    ),
+    Bound(
+        "nearest-profile-cached", specs.NEAREST_PROFILE_CACHED, keys.exact_key,
+        grows_with="the call's tensor shapes (batch size, block-table width) times the configs' specs",
+        proof=_EXACT, verified=SpecifierSet(">=0.6.18,<=0.7.4"), replace_bounded=True, scale=16,
+    ),
+    Bound(
+        "builder", specs.TUNING_CONFIG_BUILDER, keys.builder_key,
+        grows_with=("nothing itself, but a fresh TuningConfig per call defeats the autotuner's caches "
+                    "(0.6.13-0.6.15: colliding nearest-profile keys, tens of ms per call) and costs "
+                    "~12 us per decode"),
+        proof=("the builder reads shapes and scalars only, never tensor data; see keys.builder_key; "
+               "tests/matrix/test_key_proofs.py compares configs with flashinfer's"),
+        verified=SpecifierSet(">=0.6.13,<=0.7.4"),
+        computes_from_key=False, memoize_plain=True, keep_identity=True,
+        arguments=keys.fresh_builder_arguments,
+        # Builders without a cute_dsl_impl parameter (0.6.13 - 0.6.15.post1) use
+        # max_seq_len for the profile length only, so a laddered one builds the
+        # config the key stands for.
+        arguments_apply=lambda layout: "cute_dsl_impl" not in layout.index,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What fi_compat does with one row on one release, and why."""
+
+    bound: Bound
+    kind: str
+    reason: str
+    verified: bool = False
+    found: Optional[Found] = None
+    mismatch: Optional[Mismatch] = None
+
+    @property
+    def problem(self) -> bool:
+        return self.kind in PROBLEMS
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cache": self.bound.spec.qualname, "name": self.bound.name, "verdict": self.kind,
+            "verified": self.verified, "reason": self.reason,
+            "where": None if self.found is None else self.found.where,
+        }
+
+
+def judge(bound: Bound, found: Optional[Found], release: Optional[Version]) -> Verdict:
+    """The verdict on ``bound`` given what a lookup found (``None``: nothing binds it).
+
+    Pure: reads ``found`` and the release, runs nothing of flashinfer's."""
+    qualname = bound.spec.qualname
+    if found is None:
+        if not bound.spec.present_in(release):
+            return Verdict(bound, NOT_IN_RELEASE, f"{qualname} arrived in {bound.spec.added_in}")
+        return Verdict(bound, MISSING, f"{qualname} is missing (moved or removed)",
+                       mismatch=compare(bound.spec, None))
+    mismatch = compare(bound.spec, found.function)
+    if mismatch is not None:
+        return Verdict(bound, MISMATCH, mismatch.describe(), found=found, mismatch=mismatch)
+    where = f" (found in {found.defined_in}, moved from {bound.spec.module})" if found.moved else ""
+    verified = release is not None and bound.verified.contains(release, prereleases=False) and not found.moved
+    if found.memo == BOUNDED and bound.replace_bounded:
+        return Verdict(bound, BOUND, f"{qualname} is bounded by flashinfer at {found.maxsize} entries on a key "
+                       f"that grows per request; fi_compat holds it to its own bound{where}", verified, found)
+    if found.memo == BOUNDED:
+        return Verdict(bound, BOUNDED_UPSTREAM,
+                       f"{qualname} is bounded by flashinfer itself (maxsize {found.maxsize}){where}",
+                       verified, found)
+    if found.memo == UNBOUNDED:
+        return Verdict(bound, BOUND, f"{qualname} has an unbounded functools cache{where}", verified, found)
+    assert found.memo == NO_MEMO
+    if bound.memoize_plain:
+        also = f"; it was replaced by {found.foreign}" if found.foreign else ""
+        return Verdict(bound, BOUND, f"{qualname} builds a fresh result per call{also}{where}", verified, found)
+    return Verdict(bound, NO_CACHE, f"{qualname} keeps no cache{where}", verified, found)
+
+
+VERIFIED = "verified"
+UNVERIFIED = "unverified"
+PARTIAL = "partial"
+UNSUPPORTED = "unsupported"
+
+
+@dataclass(frozen=True)
+class ReleaseVerdict:
+    """Every row's verdict on one release, the call API's signature check, and the outcome.
+
+    ``outcome``: ``verified`` (nothing to fix, every bound verified here),
+    ``unverified`` (everything fits, but some bound runs outside the releases
+    the matrix verified), ``partial`` (some rows cannot be bounded, others
+    can) or ``unsupported`` (nothing can be bounded)."""
+
+    release: Optional[Version]
+    rows: tuple[Verdict, ...]
+    call_api: Optional[Mismatch]
+
+    @property
+    def problems(self) -> list[Verdict]:
+        return [v for v in self.rows if v.problem]
+
+    @property
+    def outcome(self) -> str:
+        if self.problems:
+            return PARTIAL if any(v.kind == BOUND for v in self.rows) else UNSUPPORTED
+        return VERIFIED if all(v.verified for v in self.rows if v.kind == BOUND) else UNVERIFIED
+
+    def reason(self) -> str:
+        parts = [v.reason for v in self.problems]
+        unverified = [v.bound.spec.qualname for v in self.rows if v.kind == BOUND and not v.verified]
+        if unverified:
+            parts.append(f"outside the verified releases: {', '.join(unverified)}")
+        if self.call_api is not None:
+            parts.append(f"call API: {self.call_api.describe()}")
+        return "; ".join(parts) or f"flashinfer {self.release}: every bound fits and is verified"
+
+
+def judge_release(lookup: Callable[[specs.FunctionSpec], Optional[Found]], release: Optional[Version]) -> ReleaseVerdict:
+    """Every row of :data:`BOUNDS` and the decode signature, through one lookup
+    (live, a package directory or a wheel: the runtime, doctor and the guard)."""
+    rows = tuple(judge(bound, lookup(bound.spec), release) for bound in BOUNDS)
+    decode = lookup(specs.DECODE)
+    return ReleaseVerdict(release, rows, compare(specs.DECODE, None if decode is None else decode.function))
+
+
+def by_name(name: str) -> Bound:
+    for bound in BOUNDS:
+        if bound.name == name:
+            return bound
+    raise KeyError(f"no bound named {name!r}; known: {', '.join(b.name for b in BOUNDS)}")
+
+
+__all__ = [
+    "BOUND", "BOUNDED_UPSTREAM", "BOUNDS", "Bound", "MISMATCH", "MISSING", "NOT_IN_RELEASE", "NO_CACHE", "PARTIAL",
+    "PROBLEMS", "ReleaseVerdict", "UNSUPPORTED", "UNVERIFIED", "VERIFIED", "Verdict", "by_name", "judge",
+    "judge_release",
+]

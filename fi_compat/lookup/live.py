@@ -1,0 +1,125 @@
+"""Live lookups: functions among the modules already imported (nothing is imported)."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from dataclasses import replace
+from typing import Any, Iterator, Optional
+
+from ..signatures import (
+    KEYWORD_ONLY, POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_KEYWORD, VAR_POSITIONAL, FoundFunction, FoundParam,
+)
+from ..specs import FunctionSpec
+from .model import NO_MEMO, PACKAGE, Found, foreign_memo, memo_of_object
+
+
+_INSPECT_KINDS = {
+    inspect.Parameter.POSITIONAL_ONLY: POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY: KEYWORD_ONLY,
+    inspect.Parameter.VAR_POSITIONAL: VAR_POSITIONAL,
+    inspect.Parameter.VAR_KEYWORD: VAR_KEYWORD,
+}
+
+
+def describe_callable(qualname: str, obj: Any, where: str = "") -> FoundFunction:
+    """Parameters and memo of a live callable (``inspect.signature`` follows
+    ``__wrapped__``: a functools cache or a wrapt proxy shows the original's)."""
+    memo, maxsize = memo_of_object(obj)
+    if not callable(obj):
+        return FoundFunction(qualname, (), NO_MEMO, where=f"not callable: {type(obj).__name__}")
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return FoundFunction(qualname, (FoundParam("args", VAR_POSITIONAL, False),), memo, maxsize, where)
+    params = tuple(
+        FoundParam(p.name, _INSPECT_KINDS[p.kind], p.default is not inspect.Parameter.empty)
+        for p in signature.parameters.values()
+    )
+    return FoundFunction(qualname, params, memo, maxsize, where)
+
+
+def _flashinfer_modules() -> Iterator[tuple[str, Any]]:
+    for name, module in list(sys.modules.items()):
+        if module is not None and (name == PACKAGE or name.startswith(PACKAGE + ".")):
+            yield name, module
+
+
+def aliases_of(obj: Any) -> tuple[tuple[Any, str], ...]:
+    """Every ``(module, attribute)`` of an imported flashinfer module that holds ``obj``.
+
+    Cost: one identity test per attribute of every loaded flashinfer module
+    (a few milliseconds with 500 modules); install time only."""
+    found = []
+    for _name, module in _flashinfer_modules():
+        for attribute, value in list(getattr(module, "__dict__", {}).items()):
+            if value is obj:
+                found.append((module, attribute))
+    return tuple(found)
+
+
+def module_loaded(name: str) -> bool:
+    return sys.modules.get(name) is not None
+
+
+def find_live(spec: FunctionSpec, expected_params: Optional[FunctionSpec] = None) -> Optional[Found]:
+    """``spec`` among the imported modules, or ``None`` when nothing binds it.
+
+    A foreign memo that hides the original's signature (TensorRT-LLM's
+    workaround takes ``**kwargs``) is described with the parameters of
+    ``expected_params`` (the spec at the installed release): that workaround
+    installs only on a builder with exactly those parameters."""
+    module = sys.modules.get(spec.module)
+    if "." in spec.name:
+        return None if module is None else _find_member(spec, module)
+    obj = None if module is None else vars(module).get(spec.name)
+    moved = False
+    if obj is None:
+        obj, home = _search_live(spec.name)
+        if obj is None:
+            return None
+        moved = True
+    else:
+        home = getattr(inspect.unwrap(obj), "__module__", spec.module) or spec.module
+    foreign = foreign_memo(obj)
+    function = describe_callable(spec.qualname, obj, where=f"{home}.{spec.name}")
+    if foreign is not None and not any(p.kind == POSITIONAL_OR_KEYWORD for p in function.params):
+        shown = expected_params or spec
+        params = tuple(FoundParam(p.name, POSITIONAL_OR_KEYWORD, not p.required) for p in shown.params)
+        function = replace(function, params=params, where=f"{function.where} (replaced by {foreign})")
+    return Found(function, home, moved, obj, aliases_of(obj), foreign)
+
+
+def _find_member(spec: FunctionSpec, module: Any) -> Optional[Found]:
+    """``Class.member`` of ``module`` (a classmethod/staticmethod is unwrapped; the
+    patch puts the same kind of descriptor back around fi_compat's proxy)."""
+    owner_name, member = spec.name.rsplit(".", 1)
+    owner: Any = module
+    for part in owner_name.split("."):
+        owner = getattr(owner, "__dict__", {}).get(part)
+        if not isinstance(owner, type):
+            return None
+    raw = vars(owner).get(member)
+    if raw is None:
+        return None
+    descriptor = type(raw) if isinstance(raw, (classmethod, staticmethod)) else None
+    obj = raw.__func__ if descriptor is not None else raw
+    home = getattr(owner, "__module__", spec.module) or spec.module
+    function = describe_callable(spec.qualname, obj, where=f"{home}.{spec.name}")
+    if descriptor is classmethod and function.params and function.params[0].name != "cls":
+        function = replace(function, params=(FoundParam("cls", POSITIONAL_OR_KEYWORD, False), *function.params))
+    return Found(function, home, False, obj, ((owner, member),), foreign_memo(obj), raw, descriptor)
+
+
+def _search_live(name: str) -> tuple[Any, str]:
+    """A function called ``name`` defined in any loaded flashinfer module (a moved function)."""
+    for module_name, module in _flashinfer_modules():
+        value = getattr(module, "__dict__", {}).get(name)
+        target = inspect.unwrap(value) if callable(value) else None
+        if target is not None and getattr(target, "__name__", None) == name \
+                and getattr(target, "__module__", None) == module_name:
+            return value, module_name
+    return None, ""
+
+

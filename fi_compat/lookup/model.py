@@ -1,0 +1,108 @@
+"""What a lookup returns, and how memo decorators are classified (live and in source)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..signatures import FoundFunction
+
+PACKAGE = "flashinfer"
+
+UNBOUNDED = "unbounded"
+BOUNDED = "bounded"
+NO_MEMO = "none"
+
+TRTLLM_MARKER = "_trtllm_mla_tuning_config_cache"
+"""Attribute TensorRT-LLM sets on the builder memo it installs in place of flashinfer's builder."""
+
+_LRU_DEFAULT_MAXSIZE = 128  # functools.lru_cache() with no argument
+
+
+@dataclass(frozen=True)
+class Found:
+    """A function as found.  ``function`` describes its parameters and memo;
+    ``obj`` and ``aliases`` exist for live lookups only."""
+
+    function: FoundFunction
+    defined_in: str
+    moved: bool = False
+    obj: Any = None
+    aliases: tuple[tuple[Any, str], ...] = field(default=())
+    foreign: Optional[str] = None  # who replaced flashinfer's function, e.g. TensorRT-LLM's workaround
+    # For a class member: the attribute's own value (a classmethod object, say)
+    # and its descriptor type, which the patch wraps around fi_compat's proxy.
+    raw: Any = None
+    descriptor: Optional[type] = None
+
+    @property
+    def memo(self) -> str:
+        return self.function.memo
+
+    @property
+    def maxsize(self) -> Optional[int]:
+        return self.function.maxsize
+
+    @property
+    def where(self) -> str:
+        return self.function.where
+
+
+def memo_of_decorator(decorator: ast.expr) -> tuple[str, Optional[int]]:
+    """``(kind, maxsize)`` of one decorator expression (or of a call ``cache(f)``'s callee)."""
+    text = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
+    name = text.rsplit(".", 1)[-1]
+    if name == "cache" and not isinstance(decorator, ast.Call):
+        return UNBOUNDED, None
+    if name == "lru_cache":
+        if not isinstance(decorator, ast.Call):  # bare @lru_cache
+            return BOUNDED, _LRU_DEFAULT_MAXSIZE
+        size: Optional[ast.expr] = decorator.args[0] if decorator.args else None
+        for keyword in decorator.keywords:
+            if keyword.arg == "maxsize":
+                size = keyword.value
+        if size is None:
+            return BOUNDED, _LRU_DEFAULT_MAXSIZE
+        if isinstance(size, ast.Constant) and size.value is None:
+            return UNBOUNDED, None
+        if isinstance(size, ast.Constant) and isinstance(size.value, int):
+            return BOUNDED, size.value
+        return BOUNDED, None  # a computed bound: bounded, size unknown here
+    return NO_MEMO, None
+
+
+def unbounded_memo_decorator(decorator: ast.expr) -> Optional[str]:
+    """The decorator's text when it is an unbounded memo, else ``None`` (for the audit)."""
+    return ast.unparse(decorator) if memo_of_decorator(decorator)[0] == UNBOUNDED else None
+
+
+def memo_of_object(obj: Any) -> tuple[str, Optional[int]]:
+    """``(kind, maxsize)`` of a live callable: a functools cache answers ``cache_info()``.
+
+    A fi_compat proxy is judged by the flashinfer object inside it, so a
+    re-install sees what flashinfer shipped, not fi_compat's own bound."""
+    original = getattr(obj, "_fi_compat_original", None)
+    if original is not None:
+        obj = original
+    info = getattr(obj, "cache_info", None)
+    if callable(info) and hasattr(obj, "__wrapped__"):
+        try:
+            maxsize = info().maxsize
+        except Exception:  # noqa: BLE001  (an odd object is simply not a functools cache)
+            return NO_MEMO, None
+        return (UNBOUNDED, None) if maxsize is None else (BOUNDED, maxsize)
+    return NO_MEMO, None
+
+
+def foreign_memo(obj: Any) -> Optional[str]:
+    """Who replaced a flashinfer function with their own memo, if anyone fi_compat knows."""
+    seen = 0
+    while obj is not None and seen < 16:
+        if getattr(obj, TRTLLM_MARKER, False) is True:
+            return "TensorRT-LLM's workaround"
+        obj = getattr(obj, "__wrapped__", None)
+        seen += 1
+    return None
+
+

@@ -1,0 +1,102 @@
+"""``fi_compat.status()``: the installer's state as a JSON-ready dict.
+
+Next to each fi_compat cache it shows the flashinfer cache it stands in for,
+counted from flashinfer's own object (``cache_info()`` of the original
+``functools.cache``), so a leak cannot hide behind a proxy: a call that
+reached flashinfer's cache directly would show there as entries.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+from ._version import __version__
+from .bounds import BOUND, ReleaseVerdict
+from .installer import Snapshot
+from .lookup import foreign_memo
+from .release_detection import detect_release
+from .specs import CORE_MODULE, TUNING_CONFIG_BUILDER
+
+
+def _flashinfer_cache(verdict: Any) -> Optional[dict[str, Any]]:
+    """flashinfer's own cache behind a row: its size now, whatever fi_compat did."""
+    found = verdict.found
+    if found is None or found.obj is None:
+        return None
+    original = getattr(found.obj, "_fi_compat_original", found.obj)
+    info = getattr(original, "cache_info", None)
+    if not callable(info):
+        return None
+    try:
+        counted = info()
+    except Exception:  # noqa: BLE001
+        return None
+    return {"currsize": counted.currsize, "maxsize": counted.maxsize}
+
+
+def _outcome(snap: Snapshot) -> Optional[str]:
+    if not snap.verdicts:
+        return None
+    version = None if snap.release is None else snap.release.version
+    return ReleaseVerdict(version, tuple(snap.verdicts.values()), None).outcome
+
+
+def _trtllm(snap: Snapshot) -> dict[str, Any]:
+    core = sys.modules.get(CORE_MODULE)
+    current = getattr(core, TUNING_CONFIG_BUILDER.name, None)
+    present = foreign_memo(current) is not None
+    position = None
+    if present:
+        if getattr(current, "_fi_compat_wrapper", False):
+            position = "inside fi_compat's builder memo"  # it came first: fi_compat memoizes around it
+        elif snap.installation is not None and "builder" in snap.verdicts and snap.verdicts["builder"].kind == BOUND:
+            position = "around fi_compat's builder memo"  # it came second and wrapped fi_compat's proxy
+        else:
+            position = "alone"
+    return {"present": present, "position": position}
+
+
+def render(snap: Snapshot) -> dict[str, Any]:
+    release = snap.release or detect_release()
+    installation = snap.installation
+    caches = {} if installation is None else {name: c.stats().as_dict() for name, c in installation.caches.items()}
+    patched_by_name: dict[str, list[str]] = {}
+    for step in ([] if installation is None else installation.steps()):
+        patched_by_name.setdefault(step.name, []).extend(step.where())
+    bounds = []
+    for name, verdict in snap.verdicts.items():
+        row = verdict.as_dict()
+        row["waiting_for"] = snap.waiting.get(name)
+        row["patched"] = patched_by_name.get(verdict.bound.spec.qualname, [])
+        row["fi_compat"] = caches.get(name)
+        row["flashinfer"] = _flashinfer_cache(verdict)
+        bounds.append(row)
+    patched = [] if installation is None else installation.patched()
+    if snap.transparent is not None:
+        patched += snap.transparent.patched()
+    return {
+        "fi_compat_version": __version__,
+        "state": snap.phase,
+        "outcome": _outcome(snap),
+        "error": None if snap.error is None else f"{type(snap.error).__name__}: {snap.error}",
+        "release": {
+            "version": None if release.version is None else str(release.version),
+            "source": release.source,
+            "metadata_version": release.metadata_version,
+            "build_meta_version": release.build_meta_version,
+            "module_version": release.module_version,
+            "notes": list(release.notes),
+        },
+        "flashinfer_imported": sys.modules.get(CORE_MODULE) is not None,
+        "bounds": bounds,
+        "patched": patched,
+        "caches": caches,
+        "trtllm_workaround": _trtllm(snap),
+        "notes": ([] if installation is None else list(installation.notes)) + list(snap.messages),
+        "settings": {name: {"value": s.value, "source": s.source, "env": s.env_var}
+                     for name, s in snap.settings.items()},
+    }
+
+
+__all__ = ["render"]

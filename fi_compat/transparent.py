@@ -1,0 +1,67 @@
+"""Transparent mode: flashinfer's public decode routed through :func:`fi_compat.mla_decode`.
+
+For callers that cannot change their code but want the call API's behaviour
+(the max_seq_len policy, keyword gating).  Bounding the caches does not need
+it: that patches flashinfer's internal functions, which every caller reaches.
+
+The plan replaces the decode function at every module attribute that holds
+it -- ``flashinfer``, ``flashinfer.mla``, ``flashinfer.decode``, and any other
+imported module that bound it by name earlier (vLLM does ``from
+flashinfer.decode import ...`` at import) -- except its home module
+``flashinfer.mla._core``, where fi_compat's own call lands.  A module that
+imports the name *after* install gets the proxy anyway.
+
+Cost: one identity scan of every loaded module at install (tens of
+milliseconds); per call, one extra Python frame before :func:`mla_decode`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from .adapters.base import Plan, PatchStep
+from .proxies import CallThrough
+from .specs import DECODE
+
+
+def _route(wrapped: Callable, args: tuple, kwargs: dict) -> Any:
+    from .call_api import mla_decode
+
+    return mla_decode(*args, **kwargs)
+
+
+def _holders(original: Any) -> tuple[tuple[Any, str], ...]:
+    found = []
+    for name, module in list(sys.modules.items()):
+        if module is None or name == DECODE.module:
+            continue
+        try:
+            namespace = vars(module)
+        except TypeError:
+            continue
+        for attribute, value in list(namespace.items()):
+            if value is original:
+                found.append((module, attribute))
+    return tuple(found)
+
+
+def plan() -> Plan:
+    """The transparent-mode plan for the decode function currently in ``flashinfer.mla._core``."""
+    core = sys.modules[DECODE.module]
+    original = getattr(core, DECODE.name)
+    targets = _holders(original)
+    if not targets:
+        return Plan()
+    proxy = CallThrough(original, _route)
+    return Plan([PatchStep(DECODE.qualname, original, proxy, targets)])
+
+
+def unwrap(function: Callable) -> Callable:
+    """``function`` without transparent-mode proxies around it."""
+    while isinstance(function, CallThrough):
+        function = function.__wrapped__
+    return function
+
+
+__all__ = ["plan", "unwrap"]
