@@ -1,9 +1,11 @@
-"""``fi-compat`` / ``python -m fi_compat``: subcommands live in their own modules.
+"""``fi-compat`` / ``python -m fi_compat``: the commands, loaded only when run.
 
-Each subcommand module exposes ``register(subparsers)``, which adds its parser
-and sets ``func`` to a callable taking the parsed namespace and returning an
-exit status.  Modules are imported only to build the parser; none of them
-imports torch or flashinfer at import time.
+Each command lives in its own module under :mod:`fi_compat.commands` and
+exposes ``register(subparsers)``, which adds its parser and sets ``func`` (a
+callable taking the parsed namespace and returning an exit status).  Only the
+module of the command being run is imported: ``fi-compat --version`` and
+``fi-compat --help`` import none of them, and no command imports torch or
+flashinfer before it needs to.
 """
 
 from __future__ import annotations
@@ -15,38 +17,48 @@ from typing import Optional, Sequence
 
 from ._version import __version__
 
-SUBCOMMANDS = (
-    ("soak", "fi_compat.commands.soak"),
-    ("guard", "fi_compat.commands.guard.cli"),
-    ("doctor", "fi_compat.commands.doctor"),
-    ("audit", "fi_compat.commands.audit.cli"),
-)
+#: name -> (module, one-line help shown by ``fi-compat --help``)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "soak": ("fi_compat.commands.soak", "host memory and time of the MLA decode host path, with and without fi_compat"),
+    "guard": ("fi_compat.commands.guard.cli", "check a flashinfer-python pin bump against fi_compat's bounds"),
+    "doctor": ("fi_compat.commands.doctor", "one screen for a bug report: releases, bounds, caches, settings"),
+    "audit": ("fi_compat.commands.audit.cli", "every unbounded cache in a flashinfer build, ranked"),
+    "run": ("fi_compat.commands.run", "run a command with fi_compat installed in every Python process it starts"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _top_parser() -> argparse.ArgumentParser:
+    listing = "\n".join(f"  {name:8} {summary}" for name, (_, summary) in COMMANDS.items())
     parser = argparse.ArgumentParser(
         prog="fi-compat",
         description="Bounded, version-aware compatibility layer over flashinfer's MLA decode API.",
+        epilog=f"commands:\n{listing}\n\n`fi-compat COMMAND --help` for one command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"fi-compat {__version__}")
+    parser.add_argument("command", nargs="?", choices=list(COMMANDS), metavar="COMMAND")
+    return parser
+
+
+def build_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of one command (its module is imported here, and only here)."""
+    parser = argparse.ArgumentParser(prog="fi-compat")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for _name, module_name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name and not module_name.startswith(str(exc.name)):
-                raise
-            continue  # subcommand not built yet
-        module.register(subparsers)
+    module = importlib.import_module(COMMANDS[command][0])
+    module.register(subparsers)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "func", None) is None:
-        parser.print_help(sys.stderr)
-        return 2
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments[0] not in COMMANDS:
+        top = _top_parser()
+        namespace, _ = top.parse_known_args(arguments)  # --version / --help exit here
+        if namespace.command is None:
+            top.print_help(sys.stderr)
+            return 2
+    parser = build_parser(arguments[0])
+    args = parser.parse_args(arguments)
     return int(args.func(args) or 0)
 
 

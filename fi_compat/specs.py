@@ -219,8 +219,21 @@ NEAREST_PROFILE_CACHED = FunctionSpec(
     added_in="0.6.18",
 )
 
+ALL: tuple[FunctionSpec, ...] = (
+    DECODE, TUNING_CONFIG_BUILDER, TUNING_CONFIG, CUTE_DSL_SPLIT_KV, CUTE_DSL_SPLIT_KV_BATCH_MLA,
+    CUTE_DSL_SPLIT_KV_BATCH_HCA, CUTE_DSL_SPLIT_KV_RUBIN_MTP, NEAREST_PROFILE, NEAREST_PROFILE_CACHED,
+)
+
+
+def homes(name: str) -> frozenset[str]:
+    """Modules where some spec says a function called ``name`` lives: a moved
+    function is never looked for there (several cute-dsl modules define a sizer
+    of the same name)."""
+    return frozenset(spec.module for spec in ALL if spec.name == name)
+
+
 __all__ = [
-    "AUTOTUNER_MODULE", "NEAREST_PROFILE", "NEAREST_PROFILE_CACHED", "CORE_MODULE", "CUTE_DSL_BATCH_HCA_MODULE", "CUTE_DSL_BATCH_MLA_MODULE", "CUTE_DSL_MONOLITHIC_MODULE",
+    "ALL", "homes", "AUTOTUNER_MODULE", "NEAREST_PROFILE", "NEAREST_PROFILE_CACHED", "CORE_MODULE", "CUTE_DSL_BATCH_HCA_MODULE", "CUTE_DSL_BATCH_MLA_MODULE", "CUTE_DSL_MONOLITHIC_MODULE",
     "CUTE_DSL_RUBIN_MTP_MODULE", "CUTE_DSL_SPLIT_KV", "CUTE_DSL_SPLIT_KV_BATCH_HCA", "CUTE_DSL_SPLIT_KV_BATCH_MLA",
     "CUTE_DSL_SPLIT_KV_RUBIN_MTP", "DECODE", "FunctionSpec", "Param", "REQUIRED", "TUNING_CONFIG", "TUNING_CONFIG_BUILDER",
 ]

@@ -98,6 +98,7 @@ def run_worker(variant: str, options: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     import fi_compat
+    from fi_compat import census
     from fi_compat.testing import cpu_host
 
     lengths = options["lengths"]
@@ -107,7 +108,6 @@ def run_worker(variant: str, options: dict[str, Any]) -> dict[str, Any]:
     with cpu_host() as host:
         import flashinfer
         import flashinfer.mla
-        import flashinfer.mla._core as core
 
         decode = fi_compat.mla_decode if variant == "fi_compat" else flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
         context = options["context"]
@@ -160,10 +160,8 @@ def run_worker(variant: str, options: dict[str, Any]) -> dict[str, Any]:
         if trace:
             tracemalloc.stop()
         launches = host.recorder.total
-        flashinfer_cache = getattr(core, "_mla_decode_tuning_config", None)
-        if flashinfer_cache is not None and getattr(flashinfer_cache, "_fi_compat_wrapper", False):
-            flashinfer_cache = flashinfer_cache.__wrapped__
-        flashinfer_entries = flashinfer_cache.cache_info().currsize if flashinfer_cache is not None else None
+        counted = census.take()
+        flashinfer_entries = sum(c.currsize for c in counted.values() if c.owner == census.FLASHINFER and c.unbounded)
         state = fi_compat.status()
     distinct = len(set(lengths))
     times = times.tolist()
@@ -173,7 +171,7 @@ def run_worker(variant: str, options: dict[str, Any]) -> dict[str, Any]:
     return {
         "variant": variant,
         "flashinfer": flashinfer.__version__,
-        "adapter": state["adapter"],
+        "outcome": state["outcome"],
         "steps": len(lengths),
         "distinct_max_seq_len": distinct,
         "launches": launches,
@@ -221,7 +219,7 @@ def report_text(results: list[dict[str, Any]], options: dict[str, Any]) -> str:
     row("tracemalloc growth", [_format_bytes(r["tracemalloc_growth_bytes"]) for r in results])
     row("RSS growth", [_format_bytes(r["rss_growth_bytes"]) for r in results])
     row("growth / distinct length", [_format_bytes(r["growth_per_distinct_bytes"]) for r in results])
-    row("flashinfer cache entries", [str(r["flashinfer_cache_entries"]) for r in results])
+    row("flashinfer unbounded cache entries", [str(r["flashinfer_cache_entries"]) for r in results])
     row("fi_compat cache entries", [
         "-" if not r["fi_compat_caches"] else "+".join(str(c["currsize"]) for c in r["fi_compat_caches"].values())
         for r in results
@@ -262,7 +260,7 @@ def plot(results: list[dict[str, Any]], path: str, options: dict[str, Any]) -> N
     for result in results:
         steps = [s for s, _ in result["samples"]]
         mib = [b / (1 << 20) for _, b in result["samples"]]
-        axis.plot(steps, mib, label=f"{result['variant']} ({result['adapter'] or 'no adapter'})")
+        axis.plot(steps, mib, label=f"{result['variant']} ({result['outcome'] or 'not installed'})")
     measure = "tracemalloc" if options["trace_memory"] else "RSS"
     axis.set_xlabel("decode batch (max_seq_len changes every batch)")
     axis.set_ylabel(f"host memory growth, MiB ({measure})")

@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional
 from ..signatures import (
     KEYWORD_ONLY, POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_KEYWORD, VAR_POSITIONAL, FoundFunction, FoundParam,
 )
-from ..specs import FunctionSpec
+from ..specs import FunctionSpec, homes
 from .model import NO_MEMO, PACKAGE, Found, foreign_memo, memo_of_object
 
 
@@ -76,7 +76,7 @@ def find_live(spec: FunctionSpec, expected_params: Optional[FunctionSpec] = None
     obj = None if module is None else vars(module).get(spec.name)
     moved = False
     if obj is None:
-        obj, home = _search_live(spec.name)
+        obj, home = _search_live(spec.name, homes(spec.name))
         if obj is None:
             return None
         moved = True
@@ -112,9 +112,11 @@ def _find_member(spec: FunctionSpec, module: Any) -> Optional[Found]:
     return Found(function, home, False, obj, ((owner, member),), foreign_memo(obj), raw, descriptor)
 
 
-def _search_live(name: str) -> tuple[Any, str]:
-    """A function called ``name`` defined in any loaded flashinfer module (a moved function)."""
+def _search_live(name: str, skip: frozenset[str]) -> tuple[Any, str]:
+    """A function called ``name`` defined in any loaded flashinfer module outside ``skip`` (a moved function)."""
     for module_name, module in _flashinfer_modules():
+        if module_name in skip:
+            continue
         value = getattr(module, "__dict__", {}).get(name)
         target = inspect.unwrap(value) if callable(value) else None
         if target is not None and getattr(target, "__name__", None) == name \

@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Iterator, Optional, Protocol
 from ..signatures import (
     KEYWORD_ONLY, POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_KEYWORD, VAR_POSITIONAL, FoundFunction, FoundParam,
 )
-from ..specs import FunctionSpec
+from ..specs import FunctionSpec, homes
 from .model import NO_MEMO, PACKAGE, Found, memo_of_decorator
 
 MAX_REEXPORT_DEPTH = 4
@@ -222,8 +222,9 @@ def find_in_source(spec: FunctionSpec, index: SourceIndex, search_moved: bool = 
     if not search_moved:
         return None
     needle = f"def {spec.name}("
+    elsewhere = homes(spec.name)
     for module in index.reader.modules():
-        located = index.reader.source(module) if module != spec.module else None
+        located = index.reader.source(module) if module not in elsewhere else None
         if located is None or needle not in located[1]:
             continue
         try:

@@ -3,10 +3,20 @@
 ``import flashinfer`` asks CUDA for device properties at import time, and the
 MLA decode path checks the compute capability and loads the trtllm-gen kernel
 module.  :func:`cpu_host` answers the first two as an SM100 (B200-like: 148
-SMs, capability 10.0) and replaces the kernel-module loader with a
-:class:`LaunchRecorder`, so everything up to the kernel launch (argument
-checks, tuning-config builder, ``AutoTuner.choose_one``, the runner) is the
-real code of whichever release is installed.  Only the launch is stubbed.
+SMs, capability 10.0; cute-dsl's ``get_num_sm`` reads the same answer) and
+records launches instead of making them, for every backend:
+
+* trtllm-gen: the kernel-module loader returns a :class:`LaunchRecorder`;
+* cute-dsl (``backend="cute-dsl"``, or ``"auto"`` with shared K/V page
+  indices): ``cutlass.cute.compile`` returns a kernel that records its call
+  (the CuTe-DSL JIT would take seconds per configuration, and its launch
+  rejects CPU tensors); ``torch.cuda.is_current_stream_capturing`` answers
+  ``False`` (a CPU build of torch raises there).
+
+Everything up to the launch -- argument checks, the tuning-config builder and
+the cute-dsl workspace sizers, ``AutoTuner.choose_one``, the runner, the
+cute-dsl kernel object and its compile-cache key -- is the real code of
+whichever release is installed.
 
 Use it in your own CI::
 
@@ -41,6 +51,7 @@ SM100_SM_COUNT = 148
 #: the name per module, so replacing only the defining module is not enough).
 CAPABILITY_FUNCTION = "get_compute_capability"
 LOADER_FUNCTION = "get_trtllm_gen_fmha_module"
+CUTE_MODULE = "cutlass.cute"
 
 
 @dataclass
@@ -95,13 +106,28 @@ class LaunchRecorder:
         self.launches.clear()
 
 
+class RecordedKernel:
+    """Stands in for a compiled CuTe-DSL kernel: each call is a :class:`Launch`
+    named ``cute_dsl:<kernel class>``."""
+
+    def __init__(self, recorder: LaunchRecorder, name: str) -> None:
+        self.recorder = recorder
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        self.recorder.launches.append(Launch(self.name, args, kwargs))
+        self.recorder.total += 1
+
+
 class CpuHost:
     """The running shim: ``launches`` and ``recorder`` for assertions."""
 
     def __init__(self) -> None:
         self.recorder = LaunchRecorder()
+        self.active = True
         self._torch_saved: list[tuple[Any, str, Any]] = []
         self._flashinfer_saved: list[tuple[Any, str, Any]] = []
+        self._cute_saved: list[tuple[Any, str, Any]] = []
 
     @property
     def launches(self) -> "deque[Launch]":
@@ -119,9 +145,30 @@ class CpuHost:
         for name, value in (
             ("get_device_properties", lambda device=None: properties),
             ("get_device_capability", lambda device=None: SM100_CAPABILITY),
+            ("is_current_stream_capturing", lambda: False),
         ):
             self._torch_saved.append((torch.cuda, name, getattr(torch.cuda, name)))
             setattr(torch.cuda, name, value)
+
+    # -- CuTe DSL (imported lazily by flashinfer's cute-dsl path)
+    def patch_cute_compile(self) -> None:
+        """Record cute-dsl launches: ``cutlass.cute.compile`` is replaced when
+        (and if) flashinfer first imports it, so the shim imports nothing heavy."""
+        import wrapt
+
+        host = self
+
+        def on_import(cute: Any) -> None:
+            if not host.active or any(owner is cute for owner, _, _ in host._cute_saved):
+                return
+
+            def compile_recorder(kernel: Any, *args: Any, **kwargs: Any) -> RecordedKernel:
+                return RecordedKernel(host.recorder, f"cute_dsl:{type(kernel).__name__}")
+
+            host._cute_saved.append((cute, "compile", cute.compile))
+            cute.compile = compile_recorder
+
+        wrapt.register_post_import_hook(on_import, CUTE_MODULE)
 
     # -- flashinfer side (after it is imported)
     def patch_flashinfer(self) -> None:
@@ -149,8 +196,10 @@ class CpuHost:
                 setattr(module, attribute, replacement)
 
     def restore(self) -> None:
-        for owner, name, original in reversed(self._flashinfer_saved + self._torch_saved):
+        self.active = False
+        for owner, name, original in reversed(self._cute_saved + self._flashinfer_saved + self._torch_saved):
             setattr(owner, name, original)
+        self._cute_saved.clear()
         self._flashinfer_saved.clear()
         self._torch_saved.clear()
 
@@ -166,10 +215,35 @@ def cpu_host() -> Iterator[CpuHost]:
     host = CpuHost()
     host.patch_torch()
     try:
+        host.patch_cute_compile()
         host.patch_flashinfer()
         yield host
     finally:
         host.restore()
 
 
-__all__ = ["CpuHost", "Launch", "LaunchRecorder", "cpu_host", "SM100_CAPABILITY", "SM100_SM_COUNT"]
+def cuda_flagged(tensor: Any) -> Any:
+    """A view of a CPU ``tensor`` whose ``is_cuda`` is ``True`` (its device stays
+    ``cpu``): for arguments flashinfer checks inline with ``tensor.is_cuda``
+    (the DCP ``causal_seqlens_kv_global``), where no function can be shimmed."""
+    return tensor.as_subclass(_cuda_flagged_class())
+
+
+_CUDA_FLAGGED: list[type] = []
+
+
+def _cuda_flagged_class() -> type:
+    if not _CUDA_FLAGGED:
+        import torch
+
+        class CudaFlagged(torch.Tensor):
+            @property
+            def is_cuda(self) -> bool:  # type: ignore[override]
+                return True
+
+        _CUDA_FLAGGED.append(CudaFlagged)
+    return _CUDA_FLAGGED[0]
+
+
+__all__ = ["CpuHost", "Launch", "LaunchRecorder", "RecordedKernel", "cpu_host", "cuda_flagged",
+           "SM100_CAPABILITY", "SM100_SM_COUNT"]

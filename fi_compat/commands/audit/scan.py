@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional
 
 from ...release_detection import package_directories
-from ...signatures import unbounded_memo_decorator
+from ...lookup import unbounded_memo_decorator
 
 # --------------------------------------------------------------------------- what looks per-request
 

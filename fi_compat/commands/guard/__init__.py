@@ -4,9 +4,8 @@
 reads requirement files (:mod:`.requirements`), turns each flashinfer-python
 requirement into releases (:mod:`.index`), gets each release's wheel
 (:mod:`.fetch`), reads the decode module's source from the wheel in memory
-(:mod:`.wheel`) and asks the runtime registry's own
-:func:`fi_compat.adapters.select` which adapter it would pick
-(:mod:`.check`).  :mod:`.report` prints the table or JSON; :mod:`.cli` wires
+(:mod:`.wheel`) and asks the runtime's own :func:`fi_compat.bounds.judge_release`
+what fi_compat would do with it (:mod:`.check`).  :mod:`.report` prints the table or JSON; :mod:`.cli` wires
 it together.  Nothing here imports torch or flashinfer, and no flashinfer code
 is ever executed: signatures come from :mod:`ast`.
 """

@@ -1,20 +1,23 @@
-"""The verdict on one wheel: the runtime registry's own selection, fed by ``ast``.
+"""The verdict on one wheel: the runtime's own verdict, fed by ``ast``.
 
 :func:`check_wheel` opens the wheel in memory and calls
-:func:`fi_compat.adapters.select` with a lookup over the wheel's sources,
-the same function :func:`fi_compat.install` calls with a lookup over the
-live modules; both compare with the one description in
-:mod:`fi_compat.specs`.  The three outcomes map to the guard's words:
+:func:`fi_compat.bounds.judge_release` with a lookup over the wheel's sources,
+the same function :func:`fi_compat.install` calls with a lookup over the live
+modules.  The outcomes map to the guard's words:
 
-=============  =========================  ======================================
-select         guard                      meaning
-=============  =========================  ======================================
-verified       ``verified``               in a verified range, signatures match
-unverified     ``compatible-unverified``  signatures match an adapter, release
-                                          outside its range: run the matrix
-unsupported    ``unsupported``            nothing matches (each function and
-                                          its difference is listed)
-=============  =========================  ======================================
+==============  =========================  =====================================
+judge_release   guard                      meaning
+==============  =========================  =====================================
+verified        ``verified``               every bound fits, on a verified release
+unverified      ``compatible-unverified``  everything fits, outside the verified
+                                           releases: run the matrix
+partial         ``unsupported``            some cache cannot be bounded (each
+unsupported                                function and its difference listed)
+==============  =========================  =====================================
+
+A decode signature that differs from :data:`fi_compat.specs.DECODE` makes the
+verdict at best ``compatible-unverified``: the caches are still bounded, and
+the call API maps by name, but it was not verified on that signature.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ...adapters import ADAPTERS, UNSUPPORTED, UNVERIFIED, VERIFIED, select
+from ...bounds import BOUNDS, PARTIAL, UNSUPPORTED, UNVERIFIED, VERIFIED, judge_release
+from ...specs import DECODE
 from .fetch import wheel_release
 from .wheel import WheelSources, lookup_for, module_path
 
@@ -34,7 +38,8 @@ GUARD_UNVERIFIED = "compatible-unverified"
 GUARD_UNSUPPORTED = "unsupported"
 GUARD_ERROR = "error"
 
-_WORDS = {VERIFIED: GUARD_VERIFIED, UNVERIFIED: GUARD_UNVERIFIED, UNSUPPORTED: GUARD_UNSUPPORTED}
+_WORDS = {VERIFIED: GUARD_VERIFIED, UNVERIFIED: GUARD_UNVERIFIED, PARTIAL: GUARD_UNSUPPORTED,
+          UNSUPPORTED: GUARD_UNSUPPORTED}
 
 RUN_MATRIX = "run the release matrix on this release before relying on it (nox -s matrix)"
 
@@ -46,7 +51,7 @@ class Result:
     release: Optional[str]
     origin: str  # requirement file:line, "--pin ...", or "--wheel PATH"
     verdict: str
-    adapter: Optional[str] = None
+    bounds: list[dict[str, Any]] = field(default_factory=list)
     reason: str = ""
     wheel: Optional[str] = None
     mismatches: list[dict[str, Any]] = field(default_factory=list)
@@ -55,7 +60,7 @@ class Result:
     def as_dict(self) -> dict[str, Any]:
         return {
             "release": self.release, "origin": self.origin, "verdict": self.verdict,
-            "adapter": self.adapter, "reason": self.reason, "wheel": self.wheel,
+            "bounds": self.bounds, "reason": self.reason, "wheel": self.wheel,
             "mismatches": self.mismatches, "notes": self.notes,
         }
 
@@ -87,16 +92,22 @@ def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] =
         if expected_release is not None and version is not None and str(version) != expected_release \
                 and version != _maybe_version(expected_release):
             notes.append(f"asked for {expected_release}, the wheel holds {version}")
-        for module in sorted({spec.module for adapter in ADAPTERS for spec, _ in adapter.functions}):
+        expected = [bound.spec for bound in BOUNDS if bound.spec.present_in(version)] + [DECODE]
+        for module in sorted({spec.module for spec in expected}):
             if not wheel.has_module(module):
                 notes.append(f"{' / '.join(module_path(module))} is not in the wheel "
                              f"(module {module} moved or removed)")
-        selection = select(version, lookup_for(wheel))
-    verdict = _WORDS[selection.outcome]
-    reason = selection.reason
+        judged = judge_release(lookup_for(wheel), version)
+    verdict = _WORDS[judged.outcome]
+    if verdict == GUARD_VERIFIED and judged.call_api is not None:
+        verdict = GUARD_UNVERIFIED
+    reason = judged.reason()
     if verdict == GUARD_UNVERIFIED:
         reason = f"{reason}. {RUN_MATRIX[0].upper()}{RUN_MATRIX[1:]}"
         notes.append(RUN_MATRIX)
+    problems = [v.mismatch for v in judged.problems if v.mismatch is not None]
+    if judged.call_api is not None:
+        problems.append(judged.call_api)
     mismatches = [
         {
             "function": m.spec.qualname,
@@ -105,11 +116,12 @@ def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] =
             "found": m.found_text,
             "where": None if m.found is None else m.found.where,
         }
-        for m in selection.mismatches
+        for m in problems
     ]
+    bounds = [v.as_dict() for v in judged.rows]
     return Result(
         release=None if version is None else str(version), origin=origin, verdict=verdict,
-        adapter=selection.adapter_name, reason=reason, wheel=str(path), mismatches=mismatches, notes=notes,
+        bounds=bounds, reason=reason, wheel=str(path), mismatches=mismatches, notes=notes,
     )
 
 

@@ -31,7 +31,7 @@ DEFAULT_MAX_RELEASES = 40
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "guard",
-        help="check a flashinfer-python pin bump against fi_compat's adapters (no import, CPU only)",
+        help="check a flashinfer-python pin bump against fi_compat's bounds (no import, CPU only)",
         description=(
             "Check that every flashinfer-python release a requirement file (or --pin, or --wheel) "
             "admits is one fi_compat supports, by reading signatures from the wheel with ast. "
@@ -128,7 +128,7 @@ class Guard:
 
     @staticmethod
     def _again(result: Result, origin: str) -> Result:
-        return Result(result.release, origin, result.verdict, result.adapter, result.reason, result.wheel,
+        return Result(result.release, origin, result.verdict, list(result.bounds), result.reason, result.wheel,
                       list(result.mismatches), list(result.notes))
 
 

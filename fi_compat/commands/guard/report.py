@@ -44,11 +44,18 @@ def as_json(results: Sequence[Result], notes: Sequence[str]) -> str:
     return json.dumps(payload, indent=2)
 
 
+def bounded_summary(result: Result) -> str:
+    """``"4 of 4"``: the caches fi_compat bounds on that release, of those that need it."""
+    verdicts = [row["verdict"] for row in result.bounds]
+    needed = [v for v in verdicts if v in ("bound", "missing", "mismatch")]
+    return f"{verdicts.count('bound')} of {len(needed)}" if verdicts else "-"
+
+
 def as_table(results: Sequence[Result], notes: Sequence[str]) -> str:
     lines: list[str] = []
     if results:
-        rows = [("RELEASE", "VERDICT", "ADAPTER", "FROM")]
-        rows += [(r.release or "?", r.verdict, r.adapter or "-", r.origin) for r in results]
+        rows = [("RELEASE", "VERDICT", "BOUNDED", "FROM")]
+        rows += [(r.release or "?", r.verdict, bounded_summary(r), r.origin) for r in results]
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
         for row in rows:
             lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3])

@@ -12,19 +12,16 @@ Nothing is extracted to disk, imported or executed.  A wheel is refused
   declared;
 * has a needed source that is not UTF-8 or does not parse.
 
-A flashinfer-python wheel that simply lacks a module an adapter needs is not
+A flashinfer-python wheel that simply lacks a module fi_compat looks in is not
 refused: its functions are reported missing, exactly as the runtime registry
 would find them missing, and the verdict is ``unsupported``.
 
-Functions are found as the runtime finds them, by attribute of the module:
-the last module-level ``def`` wins, and a name the module imports with
-``from .x import name`` (or ``as name``) is followed into that module, a few
-levels deep.
+Functions are found by :mod:`fi_compat.lookup` with the runtime's own rules;
+this module only reads the archive safely.
 """
 
 from __future__ import annotations
 
-import ast
 import zipfile
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
@@ -33,7 +30,7 @@ from typing import Optional
 
 from packaging.utils import canonicalize_name
 
-from ...signatures import FoundFunction, FunctionSpec, find_function_in_source
+from ...lookup import Lookup, source_lookup
 from . import DISTRIBUTION
 from .errors import WheelError
 
@@ -61,7 +58,6 @@ class WheelSources:
     metadata_name: Optional[str] = None
     metadata_version: Optional[str] = None
     _sources: dict[str, Optional[tuple[str, str]]] = field(default_factory=dict)
-    _trees: dict[str, ast.Module] = field(default_factory=dict)
 
     @classmethod
     def open(cls, path: Path | str) -> "WheelSources":
@@ -154,63 +150,17 @@ class WheelSources:
     def has_module(self, module: str) -> bool:
         return self.source(module) is not None
 
-    # ------------------------------------------------------------------ finding
-
-    def _tree(self, module: str, member: str, text: str) -> ast.Module:
-        if module not in self._trees:
-            try:
-                self._trees[module] = ast.parse(text, filename=f"{self.path.name}!{member}")
-            except SyntaxError as exc:
-                raise WheelError(f"{self.path}!{member}:{exc.lineno}: does not parse: {exc.msg}") from None
-        return self._trees[module]
-
-    def find(self, module: str, name: str, depth: int = 0) -> Optional[FoundFunction]:
-        """``module.name`` as a function, following ``from ... import`` re-exports."""
-        located = self.source(module)
-        if located is None:
-            return None
-        member, text = located
-        tree = self._tree(module, member, text)
-        binding: Optional[ast.stmt] = None
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-                binding = node
-            elif isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
-                binding = node
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and name in _assigned_names(node):
-                binding = node
-        if isinstance(binding, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found = find_function_in_source(text, name, filename=f"{self.path.name}!{member}")
-            return found
-        if isinstance(binding, ast.ImportFrom) and depth < MAX_IMPORT_DEPTH:
-            alias = next(a for a in binding.names if (a.asname or a.name) == name)
-            target = _resolve_import(module, member, binding)
-            if target is not None:
-                return self.find(target, alias.name, depth + 1)
-        return None
+    def modules(self) -> list[str]:
+        """Every dotted module of the ``flashinfer`` package in the wheel."""
+        found = []
+        for name in self.archive.namelist():
+            if name.startswith("flashinfer/") and name.endswith(".py"):
+                parts = name[:-3].split("/")
+                found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+        return found
 
 
-def _assigned_names(node: ast.Assign | ast.AnnAssign) -> set[str]:
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-    return {t.id for t in targets if isinstance(t, ast.Name)}
-
-
-def _resolve_import(module: str, member: str, node: ast.ImportFrom) -> Optional[str]:
-    if node.level == 0:
-        return node.module
-    package = module if member.endswith("/__init__.py") else module.rpartition(".")[0]
-    parts = package.split(".")
-    if node.level - 1 >= len(parts):
-        return None
-    base = ".".join(parts[: len(parts) - (node.level - 1)])
-    return f"{base}.{node.module}" if node.module else base
-
-
-def lookup_for(wheel: WheelSources):
-    """A :data:`fi_compat.signatures.Lookup` over the wheel, for :func:`fi_compat.adapters.select`."""
-
-    def lookup(spec: FunctionSpec) -> Optional[FoundFunction]:
-        found = wheel.find(spec.module, spec.name)
-        return None if found is None else FoundFunction(spec.qualname, found.params, found.memoized, found.where)
-
-    return lookup
+def lookup_for(wheel: WheelSources) -> Lookup:
+    """A :data:`fi_compat.lookup.Lookup` over the wheel's sources: the same rules
+    as the runtime (re-exports, conditional definitions, memo decorators)."""
+    return source_lookup(wheel)

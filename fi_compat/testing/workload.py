@@ -1,0 +1,240 @@
+"""One MLA decode workload for the soak, the benchmarks, the audit and the tests.
+
+DeepSeek-style MLA shapes, and the call each engine makes, written from their
+published source (docs/integration/*.md cite file, line and commit; none of
+their code is here):
+
+``trtllm``
+    TensorRT-LLM ``run_mla_generation``: 16 positional arguments (19 in its
+    older form, backend / is_var_seq / uses_shared_paged_kv_idx positional),
+    ``backend="trtllm-gen"``, separate K and V page indices: block tables
+    ``[B, 2, W]``, ``uses_shared_paged_kv_idx=False``; kv cache ``[pages, page, 576]``.
+``vllm``
+    vLLM ``FlashInferMLAImpl.forward_mqa``: keywords only, backend left at
+    ``"auto"`` (``"cute-dsl"`` under decode context parallelism), shared page
+    indices: block tables ``[B, W]`` of a width fixed per engine; kv cache
+    ``[pages, 1, page, 576]``; 128 MiB int8 workspace.
+``sglang``
+    SGLang ``TRTLLMMLABackend``: keywords only, backend omitted (``"auto"``)
+    with a multi-CTA counter buffer, or ``"cute-dsl"`` in its cute-dsl
+    variant; block tables ``[B, W]`` whose width follows the batch's maximum
+    length (:func:`sglang_width`); target-verify adds draft tokens to q_len.
+
+Every call adapts to the callee's signature: a keyword the installed
+flashinfer lacks (the counter buffer before 0.6.15) is left out, as the
+engines' pinned releases would never see it.  Nothing here imports torch or
+flashinfer at import time; pass ``torch`` in.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import random
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator, Optional
+
+HEADS = 128
+KV_LORA_RANK = 512
+QK_ROPE_HEAD_DIM = 64
+QK_NOPE_HEAD_DIM = 128
+HEAD_DIM = KV_LORA_RANK + QK_ROPE_HEAD_DIM
+
+LAYOUTS = ("trtllm", "vllm", "sglang")
+BACKENDS = ("trtllm-gen", "cute-dsl", "auto")
+DEFAULT_BACKEND = {"trtllm": "trtllm-gen", "vllm": "auto", "sglang": "auto"}
+DISTRIBUTIONS = ("serving", "uniform", "sweep", "repeat")
+
+_SGLANG_ALIGN_TOKENS = 4096
+
+
+@dataclass
+class Inputs:
+    """Tensors of one decode batch, in one engine's layout."""
+
+    layout: str
+    query: Any
+    kv_cache: Any
+    workspace_buffer: Any
+    block_tables: Any
+    seq_lens: Any
+    out: Any
+    counter_buffer: Any
+    page_size: int
+
+    @property
+    def batch(self) -> int:
+        return int(self.query.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.block_tables.shape[-1])
+
+    @property
+    def capacity(self) -> int:
+        return self.width * self.page_size
+
+
+def sglang_width(max_seq_len: int, page_size: int) -> int:
+    """SGLang's block-table width for a batch: its pages, rounded up to 4096 tokens."""
+    align = math.lcm(max(1, 128 // page_size), max(1, _SGLANG_ALIGN_TOKENS // page_size))
+    pages = -(-max_seq_len // page_size)
+    return -(-pages // align) * align
+
+
+def make_inputs(torch: Any, layout: str, *, batch: int = 4, width: int = 64, page_size: int = 64,
+                num_pages: int = 512, q_len: int = 1, device: Any = None,
+                workspace_bytes: int = 128 << 20) -> Inputs:
+    """Zeros of the right shapes (data is never read on the host path)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r}; accepted: {', '.join(LAYOUTS)}")
+    kw = {"device": device} if device is not None else {}
+    bf16 = torch.bfloat16
+    kv_shape = (num_pages, page_size, HEAD_DIM) if layout == "trtllm" else (num_pages, 1, page_size, HEAD_DIM)
+    tables = (batch, 2, width) if layout == "trtllm" else (batch, width)
+    return Inputs(
+        layout=layout,
+        query=torch.zeros(batch, q_len, HEADS, HEAD_DIM, dtype=bf16, **kw),
+        kv_cache=torch.zeros(kv_shape, dtype=bf16, **kw),
+        workspace_buffer=torch.zeros(workspace_bytes, dtype=torch.int8 if layout != "trtllm" else torch.uint8, **kw),
+        block_tables=torch.zeros(tables, dtype=torch.int32, **kw),
+        seq_lens=torch.ones(batch, dtype=torch.int32, **kw),
+        out=torch.zeros(batch, q_len, HEADS, KV_LORA_RANK, dtype=bf16, **kw),
+        counter_buffer=torch.zeros(1 << 16, dtype=torch.int32, **kw),
+        page_size=page_size,
+    )
+
+
+def resize(torch: Any, inputs: Inputs, *, batch: Optional[int] = None, width: Optional[int] = None) -> Inputs:
+    """The same inputs for another batch size or block-table width (views of
+    cached tensors would hide nothing the host path reads: it reads shapes)."""
+    batch = inputs.batch if batch is None else batch
+    width = inputs.width if width is None else width
+    device = inputs.query.device
+    q_len = int(inputs.query.shape[1])
+    tables = (batch, 2, width) if inputs.layout == "trtllm" else (batch, width)
+    return replace(
+        inputs,
+        query=torch.zeros(batch, q_len, HEADS, HEAD_DIM, dtype=inputs.query.dtype, device=device),
+        block_tables=torch.zeros(tables, dtype=torch.int32, device=device),
+        seq_lens=torch.ones(batch, dtype=torch.int32, device=device),
+        out=torch.zeros(batch, q_len, HEADS, KV_LORA_RANK, dtype=inputs.out.dtype, device=device),
+    )
+
+
+_ACCEPTS: dict[int, tuple[Any, frozenset[str]]] = {}
+
+
+def accepted(function: Callable) -> frozenset[str]:
+    """The keyword names ``function`` accepts (cached per function object)."""
+    known = _ACCEPTS.get(id(function))
+    if known is None or known[0] is not function:
+        known = (function, frozenset(inspect.signature(function).parameters))
+        _ACCEPTS[id(function)] = known
+    return known[1]
+
+
+def _only_accepted(function: Callable, keywords: dict[str, Any]) -> dict[str, Any]:
+    names = accepted(function)
+    return {k: v for k, v in keywords.items() if k in names}
+
+
+def trtllm_call(decode: Callable, t: Inputs, max_seq_len: int, *, form: int = 16, enable_pdl: bool = False) -> Any:
+    """TensorRT-LLM's call: 16 positional arguments and four keywords, or its
+    older 19-positional form (``form=19``)."""
+    head = (t.query, t.kv_cache, t.workspace_buffer, QK_NOPE_HEAD_DIM, KV_LORA_RANK, QK_ROPE_HEAD_DIM,
+            t.block_tables, t.seq_lens, max_seq_len, 0, t.out, 1.0, 1.0, None, None, enable_pdl)
+    counter = _only_accepted(decode, {"multi_ctas_kv_counter_buffer": t.counter_buffer})
+    if form == 19:
+        return decode(*head, "trtllm-gen", True, False, **counter)
+    if form != 16:
+        raise ValueError(f"form={form!r}; accepted: 16 or 19 (positional arguments)")
+    return decode(*head, backend="trtllm-gen", is_var_seq=True, uses_shared_paged_kv_idx=False, **counter)
+
+
+def vllm_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None) -> Any:
+    """vLLM's call: keywords only; the backend keyword only when forced (cute-dsl)."""
+    extra: dict[str, Any] = {}
+    if backend is not None and backend != "auto":
+        extra["backend"] = backend
+    elif t.page_size in (32, 64):
+        extra.update(_only_accepted(decode, {"multi_ctas_kv_counter_buffer": t.counter_buffer}))
+    return decode(query=t.query, kv_cache=t.kv_cache, workspace_buffer=t.workspace_buffer,
+                  qk_nope_head_dim=QK_NOPE_HEAD_DIM, kv_lora_rank=KV_LORA_RANK, qk_rope_head_dim=QK_ROPE_HEAD_DIM,
+                  block_tables=t.block_tables, seq_lens=t.seq_lens, max_seq_len=max_seq_len,
+                  bmm1_scale=0.1, bmm2_scale=1.0, return_lse=False, **extra)
+
+
+def sglang_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None) -> Any:
+    """SGLang's call: keywords only; backend omitted (``"auto"``) with the counter
+    buffer, or ``backend="cute-dsl"`` without it."""
+    if backend is None or backend in ("auto", "trtllm-gen"):
+        extra = _only_accepted(decode, {"multi_ctas_kv_counter_buffer": t.counter_buffer})
+        if backend == "trtllm-gen":
+            extra["backend"] = backend
+    else:
+        extra = {"backend": backend}
+    return decode(query=t.query, kv_cache=t.kv_cache, enable_pdl=False, workspace_buffer=t.workspace_buffer,
+                  qk_nope_head_dim=QK_NOPE_HEAD_DIM, kv_lora_rank=KV_LORA_RANK, qk_rope_head_dim=QK_ROPE_HEAD_DIM,
+                  block_tables=t.block_tables, seq_lens=t.seq_lens, max_seq_len=max_seq_len, bmm1_scale=0.1,
+                  return_lse=False, skip_softmax_threshold_scale_factor=None, **extra)
+
+
+CALLS: dict[str, Callable[..., Any]] = {"trtllm": trtllm_call, "vllm": vllm_call, "sglang": sglang_call}
+
+
+def call(layout: str, decode: Callable, t: Inputs, max_seq_len: int, backend: Optional[str] = None) -> Any:
+    """One engine's call; ``backend`` for vllm/sglang (TensorRT-LLM's is always trtllm-gen)."""
+    if layout == "trtllm":
+        return trtllm_call(decode, t, max_seq_len)
+    return CALLS[layout](decode, t, max_seq_len, backend=backend)
+
+
+# --------------------------------------------------------------------------- what changes per batch
+
+
+def serving_lengths(context: int, steps: int, rng: random.Random, slots: int = 8) -> Iterator[int]:
+    """Per-batch maximum KV length of a toy continuous-batching server: each
+    slot holds a request (prompt + generated tokens) that grows by one token a
+    step and is replaced when it finishes or reaches the context."""
+
+    def new_request() -> list[int]:
+        prompt = int(min(context - 1, max(1, rng.lognormvariate(math.log(context / 8), 1.0))))
+        return [prompt, prompt + rng.randint(1, max(1, context // 16))]
+
+    active = [new_request() for _ in range(slots)]
+    for _ in range(steps):
+        yield max(min(current, context) for current, _ in active)
+        for slot in active:
+            slot[0] += 1
+            if slot[0] >= slot[1] or slot[0] >= context:
+                slot[:] = new_request()
+
+
+def lengths(distribution: str, context: int, steps: int, seed: int = 0) -> list[int]:
+    """``steps`` per-batch max_seq_len values up to ``context``."""
+    rng = random.Random(seed)
+    if distribution == "serving":
+        return list(serving_lengths(context, steps, rng))
+    if distribution == "uniform":
+        return [rng.randint(1, context) for _ in range(steps)]
+    if distribution == "repeat":
+        return [max(1, context // 2)] * steps
+    if distribution == "sweep":
+        if steps >= context:
+            return list(range(1, context + 1))
+        return sorted({1 + (i * (context - 1)) // max(1, steps - 1) for i in range(steps)})
+    raise ValueError(f"distribution {distribution!r}; accepted: {', '.join(DISTRIBUTIONS)}")
+
+
+def batch_sizes(steps: int, low: int = 8, high: int = 64, seed: int = 0) -> list[int]:
+    """Per-batch sizes, uniform in ``[low, high]`` (TensorRT-LLM's varying batches)."""
+    rng = random.Random(seed + 1)
+    return [rng.randint(low, high) for _ in range(steps)]
+
+
+__all__ = [
+    "BACKENDS", "DEFAULT_BACKEND", "DISTRIBUTIONS", "HEADS", "HEAD_DIM", "Inputs", "KV_LORA_RANK", "LAYOUTS",
+    "QK_NOPE_HEAD_DIM", "QK_ROPE_HEAD_DIM", "accepted", "batch_sizes", "call", "lengths", "make_inputs", "resize",
+    "serving_lengths", "sglang_call", "sglang_width", "trtllm_call", "vllm_call",
+]
