@@ -32,7 +32,7 @@ with an UnverifiedReleaseWarning.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Optional
+from typing import Any, Callable, Hashable, Iterable, Optional
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -249,6 +249,20 @@ class ReleaseVerdict:
         return "; ".join(parts) or f"flashinfer {self.release}: every bound fits and is verified"
 
 
+def warnings_for(rows: Iterable[Verdict], release: Any) -> list[tuple[bool, str]]:
+    """``(is_problem, message)`` for what the runtime says at WARNING: each row
+    left unbounded, and one line for bounds outside the verified releases."""
+    rows = list(rows)
+    said = [(True, f"flashinfer {release}: {v.reason}. fi_compat left it unbounded "
+                   "(set FI_COMPAT_STRICT=1 to make this an error)") for v in rows if v.problem]
+    unverified = [v.bound.spec.qualname for v in rows if v.kind == BOUND and not v.verified]
+    if unverified:
+        said.append((False, f"flashinfer {release} is outside the releases fi_compat verified for "
+                            f"{', '.join(unverified)}; their signatures match and fi_compat bounds them. "
+                            "Run the release matrix to verify it"))
+    return said
+
+
 def judge_release(lookup: Callable[[specs.FunctionSpec], Optional[Found]], release: Optional[Version]) -> ReleaseVerdict:
     """Every row of :data:`BOUNDS` and the decode signature, through one lookup
     (live, a package directory or a wheel: the runtime, doctor and the guard)."""
@@ -266,6 +280,6 @@ def by_name(name: str) -> Bound:
 
 __all__ = [
     "BOUND", "BOUNDED_UPSTREAM", "BOUNDS", "Bound", "MISMATCH", "MISSING", "NOT_IN_RELEASE", "NO_CACHE", "PARTIAL",
-    "PROBLEMS", "ReleaseVerdict", "UNSUPPORTED", "UNVERIFIED", "VERIFIED", "Verdict", "by_name", "judge",
+    "PROBLEMS", "ReleaseVerdict", "warnings_for", "UNSUPPORTED", "UNVERIFIED", "VERIFIED", "Verdict", "by_name", "judge",
     "judge_release",
 ]

@@ -12,9 +12,9 @@ Installing judges every row of :data:`fi_compat.bounds.BOUNDS` on its own
 Rows whose module flashinfer imports lazily (the cute-dsl kernels) are judged
 from source at once and patched by a post-import hook when the module loads.
 
-Every transition holds one re-entrant lock (renewed in a forked child).
-:mod:`fi_compat.status` renders the state; nothing outside these two modules
-reads it except through :func:`snapshot`.
+One re-entrant lock guards every transition (renewed in a forked child).
+Everything else reads the state through :func:`snapshot` only
+(:mod:`fi_compat.status_view` renders it for :func:`status`).
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ from typing import Any, Mapping, Optional
 
 import wrapt
 
-from . import config, transparent
+from . import config, lookup, transparent
 from .adapters import Installation, Plan, bounded_memo
-from .bounds import BOUND, Verdict, by_name, judge, judge_release
-from .errors import SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning, \
-    UnverifiedReleaseWarning, warn
-from .lookup import DirectoryReader, PACKAGE, find_in_source, find_live, module_loaded
-from .lookup.source import SourceIndex
+from .bounds import BOUND, Verdict, by_name, judge, judge_release, warnings_for
+from .errors import (SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning,
+                     UnverifiedReleaseWarning, warn)
+from .lookup import PACKAGE
 from .release_detection import ReleaseInfo, detect_release
 
 logger = logging.getLogger("fi_compat")
@@ -55,12 +54,8 @@ class _State:
         self.messages: list[str] = []
         self.error: Optional[BaseException] = None  # a strict failure raised at the next fi_compat call
         self.hooked: set[str] = set()  # modules with a post-import hook (wrapt cannot unregister one)
-        # True once the process called install() or uninstall() itself: from
-        # then on the call API never installs behind its back.
-        self.explicit = False
-        # Bumped by every change of phase, so the call API knows when what it
-        # derived from the state is stale (one int compare per call).
-        self.generation = 0
+        self.explicit = False  # install()/uninstall() called: the call API never installs behind its back
+        self.generation = 0  # bumped by every change: the call API's one-int staleness check
 
 
 _state = _State()
@@ -223,23 +218,19 @@ def _strict() -> bool:
     return bool(_state.settings["strict"].value)
 
 
+def _version() -> Any:
+    return _state.release.version if _state.release else None
+
+
 def runtime_lookup(spec: Any) -> Any:
-    """What the runtime judges by: the live function when its module is imported,
-    else the installed package's source (lazy modules, judged before they load)."""
-    version = _state.release.version if _state.release else None
-    if module_loaded(spec.module):
-        return find_live(spec, spec.at(str(version)) if version is not None else None)
-    package = sys.modules.get(PACKAGE)
-    paths = list(getattr(package, "__path__", []) or [])
-    if not paths:
-        return None
-    return find_in_source(spec, SourceIndex(DirectoryReader.for_package_dir(paths[0])), search_moved=False)
+    """What install() judges by (see :func:`fi_compat.lookup.runtime_lookup`)."""
+    return lookup.runtime_lookup(_version())(spec)
 
 
 def _activate() -> None:
     """Judge every row, then patch what is loaded, all or nothing.  Lock held."""
     plan = Plan()
-    judged = judge_release(runtime_lookup, _state.release.version if _state.release else None)
+    judged = judge_release(runtime_lookup, _version())
     problems = judged.problems
     _state.verdicts, _state.waiting = {v.bound.name: v for v in judged.rows}, {}
     for verdict in judged.rows:
@@ -267,7 +258,7 @@ def _activate() -> None:
     _report(problems)
     bounded = bool(installation.patched()) or bool(_state.waiting)
     _set_phase("installed" if bounded or not problems else "unsupported")
-    logger.info("fi_compat: %s", one_line())
+    _log_summary()
 
 
 def _activate_module(module_name: str) -> None:
@@ -277,7 +268,7 @@ def _activate_module(module_name: str) -> None:
         if waited != module_name:
             continue
         bound = by_name(name)
-        verdict = judge(bound, runtime_lookup(bound.spec), _state.release.version if _state.release else None)
+        verdict = judge(bound, runtime_lookup(bound.spec), _version())
         _state.verdicts[name] = verdict
         del _state.waiting[name]
         if verdict.problem:
@@ -290,7 +281,13 @@ def _activate_module(module_name: str) -> None:
     _state.installation.apply(plan)
     _report(problems)
     _state.generation += 1
-    logger.info("fi_compat: %s", one_line())
+    _log_summary()
+
+
+def _log_summary() -> None:
+    from .status_view import summary_line
+
+    logger.info("fi_compat: %s", summary_line(snapshot()))
 
 
 def _refuse_strict(problems: list[Verdict]) -> None:
@@ -303,34 +300,12 @@ def _refuse_strict(problems: list[Verdict]) -> None:
 
 
 def _report(problems: list[Verdict]) -> None:
-    release = _state.release
-    for verdict in problems:
-        message = (f"flashinfer {release}: {verdict.reason}. fi_compat left it unbounded "
-                   "(set FI_COMPAT_STRICT=1 to make this an error)")
-        _state.messages.append(message)
+    for is_problem, message in warnings_for(problems + [v for v in _state.verdicts.values() if not v.problem],
+                                            _state.release):
+        if is_problem:
+            _state.messages.append(message)
         logger.warning("fi_compat: %s", message)
-        warn(message, UnsupportedReleaseWarning)
-    unverified = [v for v in _state.verdicts.values() if v.kind == BOUND and not v.verified]
-    if unverified:
-        names = ", ".join(v.bound.spec.qualname for v in unverified)
-        message = (f"flashinfer {release} is outside the releases fi_compat verified for {names}; "
-                   "their signatures match and fi_compat bounds them. Run the release matrix to verify it")
-        logger.warning("fi_compat: %s", message)
-        warn(message, UnverifiedReleaseWarning)
-
-
-def one_line() -> str:
-    """The line a user greps in serving logs: release, what is bounded, what waits."""
-    bound = [v.bound.name for v in _state.verdicts.values() if v.kind == BOUND and v.bound.name not in _state.waiting]
-    waiting = sorted(_state.waiting)
-    other = [f"{v.bound.name}: {v.kind}" for v in _state.verdicts.values() if v.kind != BOUND]
-    size = _state.settings["cache_size"].value
-    parts = [f"flashinfer {_state.release}", f"pid {os.getpid()}", f"bounded ({size} each): {', '.join(bound) or '-'}"]
-    if waiting:
-        parts.append(f"bounded on import: {', '.join(waiting)}")
-    if other:
-        parts.append("; ".join(other))
-    return "; ".join(parts)
+        warn(message, UnsupportedReleaseWarning if is_problem else UnverifiedReleaseWarning)
 
 
 def uninstall() -> dict[str, Any]:

@@ -8,6 +8,7 @@ reached flashinfer's cache directly would show there as entries.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Optional
 
@@ -55,6 +56,24 @@ def _trtllm(snap: Snapshot) -> dict[str, Any]:
         else:
             position = "alone"
     return {"present": present, "position": position}
+
+
+def summary_line(snap: Snapshot) -> str:
+    """The line a user greps in serving logs: release, process, what is bounded
+    (with each bound's size), what waits for its module, what was left alone."""
+    caches = {} if snap.installation is None else snap.installation.caches
+    bound, other = [], []
+    for name, verdict in snap.verdicts.items():
+        if verdict.kind != BOUND:
+            other.append(f"{name}: {verdict.kind}")
+        elif name not in snap.waiting:
+            bound.append(f"{name} ({caches[name].maxsize})" if name in caches else name)
+    parts = [f"flashinfer {snap.release}", f"pid {os.getpid()}", f"bounded: {', '.join(bound) or '-'}"]
+    if snap.waiting:
+        parts.append(f"bounded when imported: {', '.join(sorted(snap.waiting))}")
+    if other:
+        parts.append("; ".join(other))
+    return "; ".join(parts)
 
 
 def render(snap: Snapshot) -> dict[str, Any]:

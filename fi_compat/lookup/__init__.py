@@ -27,7 +27,10 @@ caller that imported the name early keeps reaching the original.
 
 from __future__ import annotations
 
+import sys
 from typing import Callable, Optional
+
+from packaging.version import Version
 
 from ..specs import FunctionSpec
 from .live import aliases_of, describe_callable, find_live, module_loaded
@@ -43,9 +46,26 @@ from .source import (
 Lookup = Callable[[FunctionSpec], Optional[Found]]
 """Finds one spec'd function; :func:`find_live` and :func:`source_lookup`'s result are both one."""
 
+
+def runtime_lookup(release: Optional[Version]) -> Lookup:
+    """What the runtime judges by: the live function when its module is imported,
+    else the imported flashinfer package's own source (modules flashinfer imports
+    lazily are judged before they load).  Never imports anything."""
+
+    def find(spec: FunctionSpec) -> Optional[Found]:
+        if module_loaded(spec.module):
+            return find_live(spec, spec.at(str(release)) if release is not None else None)
+        package = sys.modules.get(PACKAGE)
+        paths = list(getattr(package, "__path__", None) or [])
+        if not paths:
+            return None
+        return find_in_source(spec, SourceIndex(DirectoryReader.for_package_dir(paths[0])), search_moved=False)
+
+    return find
+
 __all__ = [
     "BOUNDED", "DirectoryReader", "Found", "Lookup", "NO_MEMO", "PACKAGE", "SourceIndex", "SourceReader",
     "TRTLLM_MARKER", "UNBOUNDED", "aliases_of", "describe_callable", "describe_def", "find_in_source", "find_live",
     "foreign_memo", "memo_of_decorator", "memo_of_object", "module_level_statements", "module_loaded",
-    "resolve_relative", "source_lookup", "unbounded_memo_decorator",
+    "resolve_relative", "runtime_lookup", "source_lookup", "unbounded_memo_decorator",
 ]
