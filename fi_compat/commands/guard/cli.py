@@ -25,6 +25,7 @@ from .errors import GuardError
 from .fetch import CACHE_ENV, default_cache_dir, fetch, fetch_url, file_sha256, wheel_release
 from .index import INDEX_TIMEOUT_S, ReleaseSource, releases_for
 from .pins import FORMATS, LOCAL_WHEEL, REMOTE_WHEEL, SPECIFIER, Found, groups, parse_pin, read_pins
+from .pins.direct import file_name
 from .report import EXIT_ERROR, as_json, as_table, exit_status
 
 DEFAULT_MAX_RELEASES = 40
@@ -125,7 +126,7 @@ class Guard:
 
     def check_found(self, found: Found) -> None:
         """A requirement that names no version: a wheel file, a wheel URL, or nothing checkable."""
-        named = wheel_release(Path(found.location or "x"))
+        named = wheel_release(Path(file_name(found.location or "")))
         release = str(named[1]) if named else None
         if found.kind == LOCAL_WHEEL:
             assert found.location is not None

@@ -32,7 +32,7 @@ _SHA256 = re.compile(r"[#&]sha256=([0-9a-fA-F]{64})")
 _FLASHINFER_DIRS = {canonicalize_name("flashinfer"), DISTRIBUTION}
 
 WHEEL_HINT = "run `fi-compat guard --wheel PATH` on the wheel you will install"
-BUILD_HINT = ("build a wheel from it (`pip wheel --no-deps --no-build-isolation SOURCE -w dist`) and run "
+BUILD_HINT = ("Build a wheel from it (`pip wheel --no-deps --no-build-isolation SOURCE -w dist`) and run "
               "`fi-compat guard --wheel dist/flashinfer_python-*.whl`, or pin a published release "
               f"({DISTRIBUTION}==X)")
 
@@ -41,7 +41,7 @@ def is_vcs(target: str) -> bool:
     return target.lower().startswith(VCS_SCHEMES)
 
 
-def _file_name(target: str) -> str:
+def file_name(target: str) -> str:
     """The last path component of a URL or path, without query or fragment."""
     if "://" in target or target.startswith("file:"):
         path = unquote(urlsplit(target).path)
@@ -71,7 +71,7 @@ def names_flashinfer(target: str, base_dirs: Sequence[Path] = ()) -> bool:
     egg = _EGG.search(target)
     if egg:
         return canonicalize_name(egg.group(1).split("[", 1)[0]) == DISTRIBUTION
-    name = _file_name(target)
+    name = file_name(target)
     if name.endswith(".whl"):
         try:
             return parse_wheel_filename(name)[0] == DISTRIBUTION
@@ -115,26 +115,25 @@ def classify(target: str, *, source: str, line: Optional[int], text: str, editab
     ``where`` passes ``scope``, ``marker``, ``constraint`` and ``context`` on.
     """
     common = dict(source=source, line=line, text=text, **where)
-    name = _file_name(target)
+    name = file_name(target)
     if editable:
         return Found(kind=UNCHECKABLE, location=target, reason=(
             f"an editable install of {DISTRIBUTION} ({target}) runs whatever that checkout holds when it is "
             "imported: there is no release or wheel to check before it merges. After installing it, "
-            "`fi-compat doctor --no-import` reads the installed source and names the adapter; or "
-            + BUILD_HINT), **common)
+            "`fi-compat doctor --no-import` reads the installed source and names the adapter. " + BUILD_HINT),
+            **common)
     if is_vcs(target):
         return Found(kind=UNCHECKABLE, location=target, reason=(
             f"a VCS requirement ({target}) names a commit, not a release: which flashinfer code it installs "
-            "is only known after building it, so the guard cannot check it offline. " + BUILD_HINT[0].upper()
-            + BUILD_HINT[1:]), **common)
+            "is only known after building it, so the guard cannot check it offline. " + BUILD_HINT), **common)
     remote = "://" in target and not target.lower().startswith("file:")
     expected = sha256 or _fragment_sha256(target)
     if remote:
         if name.endswith(".whl"):
             return Found(kind=REMOTE_WHEEL, location=target, sha256=expected, **common)
         return Found(kind=UNCHECKABLE, location=target, reason=(
-            f"{target} is not a wheel (the guard reads wheels, not sdists or archives): "
-            "download it, " + BUILD_HINT), **common)
+            f"{target} is not a wheel, and the guard reads wheels, not sdists or archives: download it. "
+            + BUILD_HINT), **common)
     candidates = _candidates(target, base_dirs)
     existing = next((c for c in candidates if c.exists()), None)
     if name.endswith(".whl"):
@@ -146,8 +145,8 @@ def classify(target: str, *, source: str, line: Optional[int], text: str, editab
         return Found(kind=LOCAL_WHEEL, location=str(existing), sha256=expected, **common)
     what = "a source tree" if existing is None or existing.is_dir() else "an sdist or archive"
     return Found(kind=UNCHECKABLE, location=target, reason=(
-        f"{target} is {what}, not a wheel: the guard reads the wheel pip would build from it. " + BUILD_HINT[0].upper()
-        + BUILD_HINT[1:]), **common)
+        f"{target} is {what}, not a wheel: the guard reads the wheel pip would build from it. " + BUILD_HINT),
+        **common)
 
 
 def _fragment_sha256(target: str) -> Optional[str]:
