@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
+
+from fi_compat.commands.guard.errors import FetchError
+from fi_compat.commands.guard.fetch import default_cache_dir, fetch
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -20,3 +24,30 @@ def _uninstalled_after_each_test():
     installer.reset()
     yield
     installer.reset()
+
+
+# --------------------------------------------------------------------------- real flashinfer wheels (the guard's tests)
+
+
+@pytest.fixture(scope="session")
+def wheel_cache() -> Path:
+    """The shared wheel cache; real wheels land here once and are reused."""
+    path = default_cache_dir()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_wheel(wheel_cache):
+    """``real_wheel("0.6.18")`` -> path of that release's wheel, downloaded on first use."""
+    got: dict[str, Path] = {}
+
+    def get(release: str) -> Path:
+        if release not in got:
+            try:
+                got[release] = fetch(release, wheel_cache)
+            except FetchError as exc:
+                pytest.skip(f"cannot download flashinfer-python=={release} into {wheel_cache}: {exc}")
+        return got[release]
+
+    return get

@@ -1,4 +1,7 @@
-"""Requirement-file parsing and release listing of the pin-bump guard (no wheels, no network)."""
+"""Requirement-file parsing and release listing of the pin-bump guard (no wheels, no network).
+
+Pins written without a version (wheel paths, URLs, VCS, editable) are in
+tests/test_guard_unpinned.py; the other file formats in tests/test_guard_formats.py."""
 
 from __future__ import annotations
 
@@ -9,10 +12,10 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from fi_compat.commands.guard.cli import _groups
 from fi_compat.commands.guard.errors import ReleaseListError, RequirementsError
 from fi_compat.commands.guard.index import ReleaseSource, parse_index_output, pinned, query_index, releases_for
-from fi_compat.commands.guard.requirements import parse_file, parse_pin
+from fi_compat.commands.guard.pins import REMOTE_WHEEL, SPECIFIER, groups as _groups, parse_pin
+from fi_compat.commands.guard.pins.requirements import parse_file
 from fi_compat.release_list import PUBLISHED_RELEASES
 
 
@@ -23,7 +26,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def specs(found) -> list[tuple[str, int, str]]:
-    return [(f.path.name, f.line, str(f.requirement.specifier)) for f in found]
+    return [(Path(f.source).name, f.line, str(f.specifier)) for f in found]
 
 
 def test_comments_blank_lines_extras_markers_hashes_and_other_packages(tmp_path):
@@ -42,8 +45,7 @@ def test_comments_blank_lines_extras_markers_hashes_and_other_packages(tmp_path)
         """)
     found = parse_file(req)
     assert specs(found) == [("requirements.txt", 5, "==0.6.18")]
-    assert found[0].requirement.extras == {"jit", "cu130"}
-    assert str(found[0].requirement.marker) == 'python_version >= "3.10"'
+    assert found[0].marker == 'python_version >= "3.10"'
     assert not found[0].constraint
 
 
@@ -93,16 +95,64 @@ def test_missing_include_and_cycle_are_errors(tmp_path):
         parse_file(tmp_path / "x.txt")
 
 
-def test_direct_url_for_flashinfer_is_refused_but_other_urls_ignored(tmp_path):
+def test_direct_url_for_flashinfer_is_found_but_other_urls_ignored(tmp_path):
     ok = write(tmp_path / "ok.txt", "https://example.invalid/other-1.0-py3-none-any.whl\n")
     assert parse_file(ok) == []
-    bad = write(tmp_path / "bad.txt", "flashinfer-python @ https://example.invalid/f.whl\n")
-    with pytest.raises(RequirementsError, match=r"bad\.txt:1: .*direct URL.*--wheel"):
+    url = write(tmp_path / "url.txt", "flashinfer-python @ https://example.invalid/f.whl\n")
+    (found,) = parse_file(url)
+    assert (found.kind, found.location, found.where) == (REMOTE_WHEEL, "https://example.invalid/f.whl", f"{url}:1")
+
+
+@pytest.mark.parametrize("encoding, bom", [("utf-8", b"\xef\xbb\xbf"), ("utf-16-le", b"\xff\xfe"),
+                                           ("utf-16-be", b"\xfe\xff"), ("utf-32-le", b"\xff\xfe\x00\x00")])
+def test_byte_order_marks_and_crlf_read_as_pip_reads_them(tmp_path, encoding, bom):
+    """The BOM sits right before an include line and a continuation ends in a
+    CRLF: both must still work (a BOM left in front of -r hid the include)."""
+    write(tmp_path / "base.txt", "flashinfer-python>=0.6.15\n")
+    text = "-r base.txt\r\n# comment\r\nflashinfer-python==0.6.18 \\\r\n    --hash=sha256:aa\r\nnumpy\r\n"
+    top = tmp_path / "requirements.txt"
+    top.write_bytes(bom + text.encode(encoding))
+    assert specs(parse_file(top)) == [("base.txt", 1, ">=0.6.15"), ("requirements.txt", 3, "==0.6.18")]
+
+
+def test_bom_without_crlf_and_a_lone_crlf_file(tmp_path):
+    bom_only = tmp_path / "bom.txt"
+    bom_only.write_bytes(b"\xef\xbb\xbfflashinfer-python==0.7.4\n")
+    crlf_only = tmp_path / "crlf.txt"
+    crlf_only.write_bytes(b"numpy\r\nflashinfer-python==0.6.18\r\n")
+    assert specs(parse_file(bom_only)) == [("bom.txt", 1, "==0.7.4")]
+    assert specs(parse_file(crlf_only)) == [("crlf.txt", 2, "==0.6.18")]
+
+
+def test_undecodable_file_says_what_pip_accepts(tmp_path):
+    bad = tmp_path / "r.txt"
+    bad.write_bytes(b"flashinfer-python==0.6.18\n\xff\xfe\xfd\n")
+    with pytest.raises(RequirementsError, match=r"r\.txt: cannot read: .*pip reads UTF-8, or UTF-16/UTF-32"):
         parse_file(bad)
 
 
+def test_constraint_alone_is_a_pin_to_check(tmp_path):
+    write(tmp_path / "constraints.txt", "flashinfer-python==0.6.18\n")
+    top = write(tmp_path / "requirements.txt", "-c constraints.txt\nnumpy\n")
+    found = parse_file(top)
+    assert [(f.constraint, str(f.specifier)) for f in found] == [(True, "==0.6.18")]
+    assert [str(s) for s, _ in _groups(found)] == ["==0.6.18"]
+
+
+def test_cycle_error_names_the_chain_of_files(tmp_path):
+    write(tmp_path / "a.txt", "-r sub/b.txt\n")
+    write(tmp_path / "sub" / "b.txt", "-c ../a.txt\n")
+    with pytest.raises(RequirementsError) as caught:
+        parse_file(tmp_path / "a.txt")
+    message = str(caught.value)
+    assert "include cycle" in message
+    assert message.endswith(f"{tmp_path / 'a.txt'} -> {tmp_path / 'sub' / 'b.txt'} -> {tmp_path / 'a.txt'}")
+
+
 def test_parse_pin():
-    assert str(parse_pin("flashinfer_python==0.7.4").specifier) == "==0.7.4"
+    pin = parse_pin("flashinfer_python==0.7.4")
+    assert (pin.kind, str(pin.specifier), pin.where) == (SPECIFIER, "==0.7.4", "--pin flashinfer_python==0.7.4")
+    assert parse_pin("flashinfer-python @ https://example.invalid/flashinfer_python-0.7.4-py3-none-any.whl").kind == REMOTE_WHEEL
     with pytest.raises(RequirementsError, match="checks flashinfer-python only"):
         parse_pin("torch==2.4")
     with pytest.raises(RequirementsError, match="malformed"):
@@ -211,7 +261,13 @@ def test_pre_commit_hook_definition():
     assert hook["language"] == "python" and hook["pass_filenames"] is True
     assert 'fi-compat = "fi_compat.cli:main"' in (repo / "pyproject.toml").read_text()
     pattern = re.compile(hook["files"])
-    for path in ("requirements.txt", "svc/requirements-gpu.in", "constraints.txt", "requirements/base.txt"):
+    for path in ("requirements.txt", "svc/requirements-gpu.in", "constraints.txt", "requirements/base.txt",
+                 "requirements-dev.txt", "constraints-cu13.txt", "requirements/gpu/extra.in", "dev.in",
+                 "pyproject.toml", "python/pyproject.toml", "uv.lock", "svc/uv.lock", "poetry.lock",
+                 "pylock.toml", "pylock.dev.toml", "deploy/pylock.gpu.toml"):
         assert pattern.search(path), path
-    for path in ("setup.py", "docs/requirements.md", "src/my_requirements_parser.py"):
+    for path in ("setup.py", "docs/requirements.md", "src/my_requirements_parser.py", "MANIFEST.in",
+                 "Makefile.in", "src/config.h.in", "setup.cfg.in", "cmake/FooConfig.cmake.in",
+                 "pyproject.toml.bak", "my-pyproject.toml", "uv.lock.old", "Cargo.lock", "package-lock.json",
+                 "pylock.a.b.toml", "pylocks.toml", "tests/data/uv.lock/readme.txt"):
         assert not pattern.search(path), path

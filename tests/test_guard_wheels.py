@@ -1,8 +1,9 @@
 """The pin-bump guard on real and synthetic wheels.
 
 Real wheels are downloaded once into the wheel cache ($FI_COMPAT_WHEEL_CACHE,
-default ~/.cache/fi_compat/wheels) by the session fixture below and reused by
-every later run; synthetic wheels are zips written into tmp_path.
+default ~/.cache/fi_compat/wheels) by the session fixture ``real_wheel``
+(tests/conftest.py) and reused by every later run; synthetic wheels are zips
+written into tmp_path.
 """
 
 from __future__ import annotations
@@ -30,30 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="session")
-def wheel_cache() -> Path:
-    """The shared wheel cache; real wheels land here once and are reused."""
-    path = default_cache_dir()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@pytest.fixture(scope="session")
-def real_wheel(wheel_cache):
-    """``real_wheel("0.6.18")`` -> path of that release's wheel, downloaded on first use."""
-    got: dict[str, Path] = {}
-
-    def get(release: str) -> Path:
-        if release not in got:
-            try:
-                got[release] = fetch(release, wheel_cache)
-            except FetchError as exc:
-                pytest.skip(f"cannot download flashinfer-python=={release} into {wheel_cache}: {exc}")
-        return got[release]
-
-    return get
 
 
 def run_guard(*argv: str, capsys) -> tuple[int, str]:

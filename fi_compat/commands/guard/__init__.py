@@ -1,7 +1,7 @@
 """The pin-bump guard: check a flashinfer-python bump before it merges.
 
 ``fi-compat guard [FILE ...] [--pin flashinfer-python==X ...] [--wheel PATH ...]``
-reads requirement files (:mod:`.requirements`), turns each flashinfer-python
+reads requirement, pyproject and lock files (:mod:`.pins`), turns each flashinfer-python
 requirement into releases (:mod:`.index`), gets each release's wheel
 (:mod:`.fetch`), reads the decode module's source from the wheel in memory
 (:mod:`.wheel`) and asks the runtime's own :func:`fi_compat.bounds.judge_release`

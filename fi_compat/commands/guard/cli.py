@@ -1,11 +1,13 @@
 """``fi-compat guard``: check a flashinfer-python pin bump before it merges.
 
-How requirement lines become releases: within one FILE (with everything it
-includes), lines whose environment markers are identical, or absent, are
-intersected as pip would intersect them (a ``-c`` constraint narrows a
-requirement); lines with different markers apply to different environments
-and are checked separately.  Each ``--pin`` is checked on its own.  A pin
-names its release; a range is expanded with :mod:`fi_compat.commands.guard.index`.
+Each FILE is read by :mod:`.pins` (requirement files, ``pyproject.toml``,
+``uv.lock``, ``poetry.lock``, ``pylock.toml``).  Version requirements of one
+FILE are combined by :func:`.pins.groups` (what pip would intersect) and
+each resulting range is expanded with :mod:`.index`; each ``--pin`` is
+checked on its own.  A requirement naming a wheel file checks that wheel; a
+wheel URL is checked only with ``--download``; VCS, editable and source-tree
+requirements cannot be checked.  Anything not checked is an ``error`` result,
+so the exit status is 2: the guard never passes a requirement it did not check.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from packaging.specifiers import SpecifierSet
 from . import DISTRIBUTION
 from .check import GUARD_ERROR, Result, check_wheel
 from .errors import GuardError
-from .fetch import CACHE_ENV, default_cache_dir, fetch
+from .fetch import CACHE_ENV, default_cache_dir, fetch, fetch_url, file_sha256, wheel_release
 from .index import INDEX_TIMEOUT_S, ReleaseSource, releases_for
+from .pins import FORMATS, LOCAL_WHEEL, REMOTE_WHEEL, SPECIFIER, Found, groups, parse_pin, read_pins
+from .pins.direct import file_name
 from .report import EXIT_ERROR, as_json, as_table, exit_status
-from .requirements import Found, parse_file, parse_pin
 
 DEFAULT_MAX_RELEASES = 40
 
@@ -35,11 +38,16 @@ def register(subparsers: Any) -> None:
         description=(
             "Check that every flashinfer-python release a requirement file (or --pin, or --wheel) "
             "admits is one fi_compat supports, by reading signatures from the wheel with ast. "
-            "Exit 0: all verified or compatible-unverified; 1: any unsupported; 2: usage, "
-            "requirement-file, index, download or wheel errors."
+            "Exit 0: every flashinfer-python requirement was checked and is verified or "
+            "compatible-unverified; 1: a checked release is unsupported; 2: something could not be "
+            "checked (usage, unreadable file, URL/VCS/editable requirement, index, download or wheel "
+            "errors). See docs/guard.md."
         ),
     )
-    parser.add_argument("files", nargs="*", metavar="FILE", help="pip requirement or constraint files")
+    parser.add_argument("files", nargs="*", metavar="FILE",
+                        help="requirement/constraint files, pyproject.toml, uv.lock, poetry.lock or pylock*.toml")
+    parser.add_argument("--format", choices=FORMATS, default=None,
+                        help="read every FILE as this format (default: from the file name, else its content)")
     parser.add_argument("--pin", action="append", default=[], metavar="REQ",
                         help=f"a requirement such as {DISTRIBUTION}==0.7.4 (repeatable; ranges work too)")
     parser.add_argument("--wheel", action="append", default=[], metavar="PATH",
@@ -51,30 +59,12 @@ def register(subparsers: Any) -> None:
                         help="use cached wheels and fi_compat's built-in release list only")
     parser.add_argument("--index-timeout", type=float, default=INDEX_TIMEOUT_S, metavar="SECONDS",
                         help="how long to wait for the package index's release list (default %(default)s)")
+    parser.add_argument("--download", action="store_true",
+                        help="fetch wheels named by URL (flashinfer-python @ https://...whl) into the cache and "
+                             "check them; without it a URL pin is not checked (exit 2)")
     parser.add_argument("--max-releases", type=int, default=DEFAULT_MAX_RELEASES, metavar="N",
                         help="refuse a range admitting more releases than this (default %(default)s)")
     parser.set_defaults(func=run)
-
-
-def _groups(found: list[Found]) -> list[tuple[SpecifierSet, list[Found]]]:
-    """Lines combined by marker (see the module docstring)."""
-    unmarked = [f for f in found if f.requirement.marker is None]
-    markers = list(dict.fromkeys(str(f.requirement.marker) for f in found if f.requirement.marker is not None))
-    groups: list[list[Found]] = []
-    for marker in markers:
-        groups.append([f for f in found if f.requirement.marker is not None
-                       and str(f.requirement.marker) == marker] + unmarked)
-    # Environments matching no marker get the unmarked lines alone, when those
-    # install flashinfer (a constraint alone installs nothing).
-    if unmarked and (not markers or any(not f.constraint for f in unmarked)):
-        groups.insert(0, unmarked)
-    out = []
-    for lines in groups:
-        specifier = SpecifierSet()
-        for line in lines:
-            specifier &= line.specifier
-        out.append((specifier, lines))
-    return out
 
 
 class Guard:
@@ -82,6 +72,7 @@ class Guard:
         self.cache_dir: Path = args.cache_dir or default_cache_dir()
         self.offline: bool = args.offline
         self.max_releases: int = args.max_releases
+        self.download: bool = args.download
         self.releases = ReleaseSource(offline=args.offline, timeout=args.index_timeout)
         self.results: list[Result] = []
         self.notes: list[str] = []
@@ -119,12 +110,44 @@ class Guard:
         except GuardError as exc:
             self.error(origin, str(exc), release)
 
-    def check_wheel_file(self, path: str) -> None:
-        origin = f"--wheel {path}"
+    def check_wheel_file(self, path: str, origin: Optional[str] = None, sha256: Optional[str] = None,
+                         recorded_in: str = "") -> None:
+        origin = origin or f"--wheel {path}"
         try:
+            if sha256 is not None:
+                actual = file_sha256(Path(path))
+                if actual != sha256:
+                    self.error(origin, f"{path} has sha256 {actual}, but {recorded_in} records {sha256}: it is "
+                                       "not the file that was locked; re-lock, or check the wheel you will install")
+                    return
             self.results.append(check_wheel(Path(path), origin))
-        except GuardError as exc:
+        except (GuardError, OSError) as exc:
             self.error(origin, str(exc))
+
+    def check_found(self, found: Found) -> None:
+        """A requirement that names no version: a wheel file, a wheel URL, or nothing checkable."""
+        named = wheel_release(Path(file_name(found.location or "")))
+        release = str(named[1]) if named else None
+        if found.kind == LOCAL_WHEEL:
+            assert found.location is not None
+            self.check_wheel_file(found.location, found.where, found.sha256, found.source)
+        elif found.kind == REMOTE_WHEEL and self.download:
+            assert found.location is not None
+            try:
+                wheel = fetch_url(found.location, self.cache_dir)
+            except GuardError as exc:
+                self.error(found.where, str(exc), release)
+                return
+            self.check_wheel_file(str(wheel), found.where, found.sha256, found.source)
+        elif found.kind == REMOTE_WHEEL:
+            self.error(found.where, (
+                f"{DISTRIBUTION} from a URL ({found.location}) cannot be verified offline: a URL names a file, "
+                "not a release, and the guard downloads nothing it was not asked to. Download it "
+                f"(`pip download --no-deps -d wheels '{DISTRIBUTION} @ {found.location}'`) and run "
+                "`fi-compat guard --wheel wheels/<file>.whl`, or pass --download to fetch it into the "
+                "guard's wheel cache and check it"), release)
+        else:
+            self.error(found.where, found.reason or f"{found.text}: cannot be checked", release)
 
     @staticmethod
     def _again(result: Result, origin: str) -> Result:
@@ -139,25 +162,35 @@ def run(args: argparse.Namespace) -> int:
     if args.max_releases < 1:
         print("fi-compat guard: --max-releases must be at least 1", file=sys.stderr)
         return EXIT_ERROR
+    if args.download and args.offline:
+        print("fi-compat guard: --download fetches URLs and --offline forbids it; choose one", file=sys.stderr)
+        return EXIT_ERROR
     guard = Guard(args)
     for name in args.files:
         try:
-            found = parse_file(name)
+            pins = read_pins(name, args.format)
         except GuardError as exc:
             guard.error(name, str(exc))
             continue
-        if not found:
+        guard.notes.extend(pins.notes)
+        if not pins.found:
             guard.notes.append(f"{name}: no {DISTRIBUTION} requirement; nothing to check")
             continue
-        for specifier, lines in _groups(found):
-            guard.check_specifier(specifier, ", ".join(line.where for line in lines))
+        for specifier, lines in groups(pins.found):
+            guard.check_specifier(specifier, ", ".join(dict.fromkeys(line.where for line in lines)))
+        for found in pins.found:
+            if found.kind != SPECIFIER:
+                guard.check_found(found)
     for text in args.pin:
         try:
-            requirement = parse_pin(text)
+            pin = parse_pin(text)
         except GuardError as exc:
             guard.error(f"--pin {text}", str(exc))
             continue
-        guard.check_specifier(requirement.specifier, f"--pin {text}")
+        if pin.kind == SPECIFIER:
+            guard.check_specifier(pin.specifier, pin.where)
+        else:
+            guard.check_found(pin)
     for path in args.wheel:
         guard.check_wheel_file(path)
     output = as_json(guard.results, guard.notes) if args.json else as_table(guard.results, guard.notes)
