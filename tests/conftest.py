@@ -3,7 +3,6 @@ come from fi_compat's pytest plugin (pytest11 entry point)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import pytest
 from fi_compat.commands.guard.errors import FetchError
 from fi_compat.commands.guard.fetch import default_cache_dir, fetch
 
-sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture(autouse=True)

@@ -123,7 +123,9 @@ def test_local_wheel_is_checked(real_wheel, tmp_path, monkeypatch, capsys):
     status, data = run_json(str(req), "--offline", capsys=capsys)
     assert status == 0
     (result,) = data["results"]
-    assert (result["release"], result["verdict"], result["adapter"]) == ("0.6.18", "verified", "cached-config-0.6.18")
+    assert (result["release"], result["verdict"]) == ("0.6.18", "verified")
+    verdicts = {row["name"]: row["verdict"] for row in result["bounds"]}
+    assert verdicts["tuning-config"] == verdicts["builder"] == "bound"  # read from the wheel itself
     assert result["wheel"] == str(tmp_path / WHEEL_0618)
 
 
