@@ -20,6 +20,7 @@ SUBCOMMANDS = (
     ("guard", "fi_compat.commands.guard.cli"),
     ("doctor", "fi_compat.commands.doctor"),
     ("audit", "fi_compat.commands.audit.cli"),
+    ("run", "fi_compat.commands.run"),
 )
 
 
