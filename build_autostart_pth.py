@@ -5,7 +5,9 @@ which setuptools' package data cannot express.  This ``build_py`` writes the
 one-line file into the build directory next to the packages, so it goes into
 the wheel and installers put it in site-packages, where ``site`` runs its
 ``import`` line at every interpreter start.  pyproject.toml selects it with
-``[tool.setuptools] cmdclass``; the build needs nothing else.
+``[tool.setuptools] cmdclass``; MANIFEST.in carries this file into the sdist.
+Editable installs do not get the .pth: setuptools' editable wheels install a
+finder for the packages, not the files a build step writes (docs/run.md).
 
 The line imports ``_fi_compat_autostart``, which does nothing unless
 ``FI_COMPAT_AUTO`` is set.

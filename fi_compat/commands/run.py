@@ -17,6 +17,7 @@ inherit the parent's installed state).
 The command replaces this process (``os.execvpe``): same PID, signals reach
 the command directly (a container's SIGTERM is not relayed through a wrapper),
 its exit status is the exit status, and no wrapper process stays resident.
+(On Windows ``os.exec*`` starts a new process instead; the engines are Linux-only.)
 
 Not reached: interpreters started with ``-E``/``-I`` (they ignore
 ``PYTHONPATH``) or ``-S`` (no ``site``), and environments that reset
