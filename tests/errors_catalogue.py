@@ -437,4 +437,14 @@ ROWS: list[Row] = [
         "argument --context: 0 must be positive"),
     Row("soak-policy", "fi-compat soak", "--policy fixed", cli("soak", "--policy", "fixed"), "exit 2",
         "argument --policy: invalid choice: 'fixed'"),
+    # ---------------------------------------------------------------- fi-compat run (every row fails before exec)
+    Row("run-nothing", "fi-compat run", "no command", cli("run"), "exit 2", "no command given: put it after --"),
+    Row("run-no-separator", "fi-compat run", "python app.py (no --)", cli("run", "python", "app.py"), "exit 2",
+        "put -- between fi-compat's options and the command (got 'python' first)"),
+    Row("run-empty-command", "fi-compat run", "-- and nothing after it", cli("run", "--"), "exit 2",
+        "no command after --"),
+    Row("run-cache-size", "fi-compat run", "--cache-size 0", cli("run", "--cache-size", "0", "--", "python"),
+        "exit 2", "argument --cache-size: --cache-size=0 is out of range; accepted: 1 to 1048576"),
+    Row("run-policy", "fi-compat run", "--policy sometimes", cli("run", "--policy", "sometimes", "--", "python"),
+        "exit 2", "argument --policy: invalid choice: 'sometimes'"),
 ]
