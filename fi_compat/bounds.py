@@ -24,9 +24,10 @@ verdict               meaning, and what fi_compat does
                       fi_compat leaves it alone, WARNING or strict error
 ====================  ==========================================================
 
-A row is *verified* when the release lies in its verified range and the
-function sits where the spec says; otherwise a ``bound`` verdict is applied
-with an UnverifiedReleaseWarning.
+A row is *verified* when the release matrix ran that release
+(:data:`fi_compat.release_list.MATRIX_RELEASES`), the release lies in the row's
+verified range, and the function sits where the spec says; otherwise a
+``bound`` verdict is applied with an UnverifiedReleaseWarning.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from packaging.version import Version
 from . import specs
 from .adapters import keys
 from .lookup import BOUNDED, NO_MEMO, UNBOUNDED, Found
+from .release_list import MATRIX_RELEASES
 from .signatures import Mismatch, compare
 
 BOUND = "bound"
@@ -177,6 +179,16 @@ class Verdict:
         }
 
 
+_MATRIX = frozenset(Version(r) for r in MATRIX_RELEASES)
+
+
+def _ran_in_matrix(release: Optional[Version]) -> bool:
+    """Verified means "the release matrix ran it": a release inside a row's
+    range that the matrix never ran (0.7.3, published only on flashinfer's own
+    index) is unverified.  A local label (``+cu130``) is the same release."""
+    return release is not None and Version(release.public) in _MATRIX
+
+
 def judge(bound: Bound, found: Optional[Found], release: Optional[Version]) -> Verdict:
     """The verdict on ``bound`` given what a lookup found (``None``: nothing binds it).
 
@@ -193,7 +205,7 @@ def judge(bound: Bound, found: Optional[Found], release: Optional[Version]) -> V
     if mismatch is not None:
         return Verdict(bound, MISMATCH, mismatch.describe(), found=found, mismatch=mismatch)
     where = f" (found in {found.defined_in}, moved from {bound.spec.module})" if found.moved else ""
-    verified = release is not None and bound.verified.contains(release, prereleases=False) and not found.moved
+    verified = _ran_in_matrix(release) and bound.verified.contains(release, prereleases=False) and not found.moved
     if found.memo == BOUNDED and bound.replace_bounded:
         return Verdict(bound, BOUND, f"{qualname} is bounded by flashinfer at {found.maxsize} entries on a key "
                        f"that grows per request; fi_compat holds it to its own bound{where}", verified, found)
