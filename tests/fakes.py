@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -270,20 +270,22 @@ def _flashinfer_entries() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def loaded_release(release: str, root: Optional[Path | str] = None, *, drifts: Sequence[Drift] = (),
-                   replace: Optional[dict[str, Callable]] = None, remove: Sequence[str] = (),
-                   imported: bool = True) -> Iterator[FakeFlashinfer]:
-    """The fake ``release`` importable as ``flashinfer`` (and imported, unless
-    ``imported=False``), its release detected from its own files (the real
-    flashinfer's dist-info, if any, is ignored); ``replace``/``remove``
-    change attributes of the imported core module.  Everything is undone on exit."""
+def loaded_files(files: dict[str, str], root: Optional[Path | str] = None, *,
+                 imported: bool = True) -> Iterator[ModuleType]:
+    """``files`` (relative path -> text) written under ``root`` (a temporary
+    directory when ``None``) and importable as the ``flashinfer`` package,
+    imported unless ``imported=False``; the release is detected from the
+    package's own files (the real flashinfer's dist-info, if any, is ignored).
+    Yields the package (a bare module when not imported).  On exit
+    ``sys.modules``, ``sys.path`` and release detection are as they were."""
     from fi_compat import installer, release_detection
 
-    temporary = None
-    if root is None:
-        temporary = tempfile.mkdtemp(prefix="fake-flashinfer-")
-        root = temporary
-    root = write_release(root, release, drifts)
+    temporary = tempfile.mkdtemp(prefix="fake-flashinfer-") if root is None else None
+    root = Path(temporary or root)
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
     saved_modules = _flashinfer_entries()
     saved_path = list(sys.path)
     saved_detect = installer.detect_release
@@ -300,14 +302,7 @@ def loaded_release(release: str, root: Optional[Path | str] = None, *, drifts: S
     # every module it ever hooked: let it hook the fake's modules again.
     installer._state.hooked -= {PACKAGE, *(spec.module for spec in specs.ALL)}
     try:
-        package = importlib.import_module(PACKAGE) if imported else ModuleType(PACKAGE)
-        fake = FakeFlashinfer(Path(root), release, package)
-        if imported:
-            for attribute, value in (replace or {}).items():
-                setattr(fake.core, attribute, value)
-            for attribute in remove:
-                delattr(fake.core, attribute)
-        yield fake
+        yield importlib.import_module(PACKAGE) if imported else ModuleType(PACKAGE)
     finally:
         installer.detect_release = saved_detect
         sys.path[:] = saved_path
@@ -316,9 +311,23 @@ def loaded_release(release: str, root: Optional[Path | str] = None, *, drifts: S
         sys.modules.update(saved_modules)
         importlib.invalidate_caches()
         if temporary is not None:
-            import shutil
-
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def loaded_release(release: str, root: Optional[Path | str] = None, *, drifts: Sequence[Drift] = (),
+                   replace: Optional[dict[str, Callable]] = None, remove: Sequence[str] = (),
+                   imported: bool = True) -> Iterator[FakeFlashinfer]:
+    """The fake ``release`` as :func:`loaded_files` loads it; ``replace`` and
+    ``remove`` change attributes of the imported core module afterwards."""
+    with loaded_files(release_files(release, drifts), root, imported=imported) as package:
+        fake = FakeFlashinfer(Path(package.__path__[0]).parent if imported else Path(sys.path[0]), release, package)
+        if imported:
+            for attribute, value in (replace or {}).items():
+                setattr(fake.core, attribute, value)
+            for attribute in remove:
+                delattr(fake.core, attribute)
+        yield fake
 
 
 # ----------------------------------------------------------------------------- drift catalogue
@@ -411,5 +420,5 @@ def decode_args(max_seq_len: Any = 4096) -> list:
 
 __all__ = [
     "BUILDER_ARGS", "DRIFTS", "DRIFT_RELEASE", "Drift", "FakeFlashinfer", "MOVED_TO", "Shaped", "decode_args",
-    "loaded_release", "release_files", "release_modules", "write_release",
+    "loaded_files", "loaded_release", "release_files", "release_modules", "write_release",
 ]

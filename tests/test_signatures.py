@@ -1,57 +1,71 @@
-"""The shared signature description: ast and live views agree, conditional
-definitions are found, and each kind of difference is named."""
+"""``fi_compat.signatures.compare``: a function fits its spec, or each difference is named in words."""
 
 from __future__ import annotations
 
 import functools
-import inspect
-import textwrap
 
-from fi_compat.specs import TUNING_CONFIG as CONFIG_CACHE
-from fi_compat.signatures import compare, find_function_in_source, found_from_callable
+import pytest
 
-SOURCE = textwrap.dedent(
-    """
-    import functools
-    try:
-        import something_optional
-    except ImportError:
-        @functools.cache
-        def _mla_decode_tuning_config(buckets, num_pages, profile_seq_len, has_sparse_mla_top_k_lens=False):
-            return None
-    """
-)
+from fi_compat.lookup import describe_callable
+from fi_compat.signatures import compare
+from fi_compat.specs import TUNING_CONFIG
+
+TAIL = "has_sparse_mla_top_k_lens=False, sparse_top_k_width=0, enable_dcp=False, cp_world=1, cp_rank=0"
 
 
-def test_definition_under_try_except_is_found_like_at_import():
-    found = find_function_in_source(SOURCE, "_mla_decode_tuning_config", "core.py")
-    assert found is not None and found.where == "core.py:7" and found.memoized
-    assert compare(CONFIG_CACHE, found, memoized=True) is None
-
-
-def test_ast_and_live_views_describe_the_same_function():
+def described(params: str, cached: bool = True):
     namespace: dict = {}
-    exec(compile(SOURCE.replace("import something_optional", "raise ImportError"), "core.py", "exec"), namespace)
-    live = found_from_callable(CONFIG_CACHE.qualname, namespace["_mla_decode_tuning_config"])
-    static = find_function_in_source(SOURCE, "_mla_decode_tuning_config")
-    assert live.params == static.params and live.memoized == static.memoized
+    exec(f"def config({params}):\n    return None\n", namespace)
+    function = namespace["config"]
+    return describe_callable(TUNING_CONFIG.qualname, functools.cache(function) if cached else function)
 
 
-def test_later_definition_wins():
-    source = "def f(a):\n    pass\nif True:\n    def f(a, b):\n        pass\n"
-    assert [p.name for p in find_function_in_source(source, "f").params] == ["a", "b"]
+def test_the_release_signature_fits():
+    assert compare(TUNING_CONFIG, described(f"buckets, num_pages, profile_seq_len, {TAIL}")) is None
+    # a release before 0.6.17, without the optional tail, fits too
+    assert compare(TUNING_CONFIG, described("buckets, num_pages, profile_seq_len")) is None
 
 
-def test_missing_function():
-    mismatch = compare(CONFIG_CACHE, None)
+@pytest.mark.parametrize("params,difference", [
+    (f"buckets, num_pages, profile_len, {TAIL}", "parameter 'profile_seq_len' was renamed to 'profile_len'"),
+    (f"buckets, num_pages, {TAIL}", "lost required parameter 'profile_seq_len'"),
+    (f"buckets, num_pages, profile_seq_len, device, {TAIL}", "gained required parameter 'device'"),
+    (f"buckets, num_pages, profile_seq_len, {TAIL}, device=None", "gained optional parameter 'device'"),
+    ("buckets, num_pages", "lost required parameter 'profile_seq_len'"),
+    (f"buckets, num_pages, profile_seq_len, /, {TAIL}", "parameter 'profile_seq_len' became positional-only"),
+    (f"buckets, num_pages, *, profile_seq_len, {TAIL}", "parameter 'profile_seq_len' became keyword-only"),
+    (f"buckets, num_pages, profile_seq_len, {TAIL}, *extra", "accepts *extra"),
+    (f"buckets, num_pages, profile_seq_len, {TAIL}, **extra", "accepts **extra"),
+    ("buckets, num_pages, profile_seq_len, has_sparse_mla_top_k_lens", "parameter 'has_sparse_mla_top_k_lens' has no default"),
+    (f"num_pages, buckets, profile_seq_len, {TAIL}", "parameters are in a different order"),
+])
+def test_each_difference_is_named(params, difference):
+    mismatch = compare(TUNING_CONFIG, described(params))
+    assert mismatch is not None
+    assert difference in mismatch.problems
+    assert difference in mismatch.describe()
+    assert mismatch.describe().startswith(f"{TUNING_CONFIG.qualname}: ")
+    assert f"expected ({', '.join(TUNING_CONFIG.expected_text())})" in mismatch.describe()
+
+
+def test_two_renames_are_named_as_what_was_lost_and_gained():
+    mismatch = compare(TUNING_CONFIG, described("buckets, pages, profile_len"))
+    assert set(mismatch.problems) == {
+        "lost required parameter 'num_pages'", "lost required parameter 'profile_seq_len'",
+        "gained required parameter 'pages'", "gained required parameter 'profile_len'"}
+
+
+def test_a_missing_function():
+    mismatch = compare(TUNING_CONFIG, None)
     assert mismatch is not None and mismatch.difference == "is missing (moved or removed)"
+    assert mismatch.found_text is None and mismatch.describe().endswith("found not found")
 
 
-def test_order_change_is_named():
-    @functools.cache
-    def swapped(num_pages, buckets, profile_seq_len):
-        return None
-
-    mismatch = compare(CONFIG_CACHE, found_from_callable("x", swapped))
-    assert mismatch is not None and "different order" in mismatch.difference
-    assert inspect.signature(swapped)  # the live function is untouched
+def test_a_live_cache_is_described_by_the_function_it_caches():
+    """``inspect.signature`` follows ``__wrapped__``: the cache shows the original's parameters."""
+    cached = described(f"buckets, num_pages, profile_seq_len, {TAIL}")
+    plain = described(f"buckets, num_pages, profile_seq_len, {TAIL}", cached=False)
+    assert cached.params == plain.params
+    assert (cached.memo, plain.memo) == ("unbounded", "none")
+    assert cached.text()[:3] == ["buckets", "num_pages", "profile_seq_len"]
+    assert cached.text()[3] == "has_sparse_mla_top_k_lens=…"
