@@ -53,7 +53,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments or arguments[0] not in COMMANDS:
         top = _top_parser()
-        namespace, _ = top.parse_known_args(arguments)  # --version / --help exit here
+        namespace = top.parse_args(arguments)  # --version, --help and unknown options exit here
         if namespace.command is None:
             top.print_help(sys.stderr)
             return 2

@@ -32,8 +32,8 @@ was given and what is accepted, or what was found and what to do next.
 This file is generated: `python scripts/generate_errors_doc.py` (from the
 repository root) runs every row of `tests/errors_catalogue.py` and writes it;
 `tests/test_errors_catalogue.py` fails when it is out of date.  Rows that
-involve flashinfer run against fake modules claiming the release shown, so
-the messages do not depend on the installed release.
+involve flashinfer run against a fake release (tests/fakes.py) of the
+release shown, so the messages do not depend on the installed release.
 
 All errors derive from `fi_compat.FiCompatError` (typed errors) or are the
 built-in `ValueError` / `TypeError` / `ImportError` for invalid arguments;
@@ -70,7 +70,7 @@ def render() -> str:
                     message = lines_of[0] + " … (the full help follows)"
                 else:
                     message = lines_of[0] + " (then the line, with a caret under the problem)"
-            release = f" (flashinfer {row.release})" if row.layout is not None and row.release != "0.6.18" else ""
+            release = f" (flashinfer {row.release})" if row.importable and row.release != "0.6.18" else ""
             sections.setdefault(row.entry, []).append(
                 f"| {_cell(row.given)}{release} | `{row.raises}` | {_cell(message)} |")
         for entry, rows in sections.items():

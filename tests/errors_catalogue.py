@@ -8,9 +8,9 @@ installed; ``scripts/generate_errors_doc.py`` runs the same rows and writes the
 messages a user sees into ``docs/errors.md`` (a test fails when that file is
 out of date).
 
-Rows that reach flashinfer run against the fake core modules of
-``tests/fakes.py`` with a pinned release, so every message is the same on
-every installed release (and no flashinfer import is needed).
+Rows that reach flashinfer run against a fake release of ``tests/fakes.py``
+(every module fi_compat reads, written as source and imported), so every
+message is the same whatever flashinfer is installed (and none is imported).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ NOT_DEFAULT = object()  # a non-default value for any keyword
 
 @dataclass(frozen=True)
 class Row:
-    """``call()`` runs in :func:`sandbox` (``env``, fake ``layout`` claiming ``release``)."""
+    """``call()`` runs in :func:`sandbox`: ``env`` set, the fake ``release``
+    (with ``drifts``, then ``replace`` on its core module) imported as flashinfer."""
 
     id: str
     entry: str  # what a user calls, e.g. "install()", "FI_COMPAT_CACHE_SIZE", "fi-compat"
@@ -44,8 +45,9 @@ class Row:
     raises: str  # exception or warning class name, or "exit 2"
     contains: str  # a fragment the message must contain
     env: dict = field(default_factory=dict)
-    layout: Optional[str] = "0.6.18"  # None: flashinfer not importable
+    importable: bool = True  # False: flashinfer cannot be imported at all
     release: str = "0.6.18"
+    drifts: tuple = ()
     replace: dict = field(default_factory=dict)
     files: dict = field(default_factory=dict)  # name -> bytes, written to a temporary working directory
 
@@ -58,49 +60,61 @@ class Outcome:
 
 
 @contextlib.contextmanager
-def sandbox(row: Row) -> Iterator[str]:
-    """Environment, a fake core module and a pinned release; all undone after."""
-    import fi_compat
+def not_importable(release: str) -> Iterator[None]:
+    """flashinfer's decode module cannot be imported; release detection still says ``release``."""
     from fi_compat import installer
-    from fi_compat.specs import CORE_MODULE
     from fi_compat.release_detection import ReleaseInfo
+    from fi_compat.specs import CORE_MODULE
+
+    saved = {n: m for n, m in sys.modules.items() if n == "flashinfer" or n.startswith("flashinfer.")}
+    saved_detect = installer.detect_release
+    for name in saved:
+        del sys.modules[name]
+    for package in ("flashinfer", "flashinfer.mla"):
+        sys.modules[package] = types.ModuleType(package)
+        sys.modules[package].__path__ = []  # type: ignore[attr-defined]
+    sys.modules[CORE_MODULE] = None  # type: ignore[assignment]  (import fails)
+    info = ReleaseInfo(Version(release), "metadata", metadata_version=release)
+    installer.detect_release = lambda: info
+    try:
+        yield
+    finally:
+        installer.detect_release = saved_detect
+        for name in [n for n in sys.modules if n == "flashinfer" or n.startswith("flashinfer.")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+@contextlib.contextmanager
+def sandbox(row: Row) -> Iterator[str]:
+    """Environment, working directory and a fake flashinfer release; all undone after."""
+    from fi_compat import installer
 
     saved_env = {k: v for k, v in os.environ.items() if k.startswith("FI_COMPAT_")}
-    saved = {name: sys.modules[name] for name in (CORE_MODULE, "flashinfer") if name in sys.modules}
-    saved_detect = installer.detect_release
-    installer.reset()
     saved_cwd = os.getcwd()
     workdir = tempfile.mkdtemp(prefix="fi-compat-errors-")
-    try:
-        os.chdir(workdir)
-        for name, content in row.files.items():
-            with open(name, "wb") as handle:
-                handle.write(content)
-        for key in saved_env:
-            del os.environ[key]
-        os.environ.update(row.env)
-        if row.layout is None:
-            sys.modules.pop("flashinfer", None)
-            sys.modules[CORE_MODULE] = None  # type: ignore[assignment]  (import fails)
-        else:
-            sys.modules["flashinfer"] = types.ModuleType("flashinfer")
-            sys.modules[CORE_MODULE] = fakes.fake_core(row.layout, replace=row.replace)
-        info = ReleaseInfo(Version(row.release), "metadata", metadata_version=row.release)
-        installer.detect_release = lambda: info
-        yield workdir
-    finally:
-        os.chdir(saved_cwd)
-        shutil.rmtree(workdir, ignore_errors=True)
-        installer.reset()
-        installer.detect_release = saved_detect
-        for name in (CORE_MODULE, "flashinfer"):
-            if name in saved:
-                sys.modules[name] = saved[name]
+    with contextlib.ExitStack() as loaded:
+        try:
+            if row.importable:
+                loaded.enter_context(fakes.loaded_release(row.release, drifts=row.drifts, replace=row.replace))
             else:
-                sys.modules.pop(name, None)
-        for key in [k for k in os.environ if k.startswith("FI_COMPAT_")]:
-            del os.environ[key]
-        os.environ.update(saved_env)
+                loaded.enter_context(not_importable(row.release))
+            installer.reset()
+            os.chdir(workdir)
+            for name, content in row.files.items():
+                with open(name, "wb") as handle:
+                    handle.write(content)
+            for key in saved_env:
+                del os.environ[key]
+            os.environ.update(row.env)
+            yield workdir
+        finally:
+            os.chdir(saved_cwd)
+            shutil.rmtree(workdir, ignore_errors=True)
+            installer.reset()
+            for key in [k for k in os.environ if k.startswith("FI_COMPAT_")]:
+                del os.environ[key]
+            os.environ.update(saved_env)
 
 
 def run(row: Row) -> Outcome:
@@ -248,8 +262,8 @@ ROWS: list[Row] = [
         "transparent=[True] is not a boolean"),
     Row("install-positional", "install()", "install(64)", lambda: __import__("fi_compat").install(64), "TypeError",
         "takes 0 positional arguments"),
-    Row("install-unknown-keyword", "install()", "cache_size=64 (the keyword is maxsize)", install(cache_size=64),
-        "TypeError", "unexpected keyword argument 'cache_size'"),
+    Row("install-unknown-keyword", "install()", "max_size=64 (the keyword is cache_size)", install(max_size=64),
+        "TypeError", "unexpected keyword argument 'max_size'"),
     # ---------------------------------------------------------------- environment
     Row("env-cache-size-word", "FI_COMPAT_CACHE_SIZE", "'lots'", install(), "ValueError",
         "FI_COMPAT_CACHE_SIZE='lots' is not an integer", env={"FI_COMPAT_CACHE_SIZE": "lots"}),
@@ -295,10 +309,10 @@ ROWS: list[Row] = [
     Row("decode-unsupported-keyword", "mla_decode()", "multi_ctas_kv_counter_buffer=<tensor> on 0.6.13",
         mla_decode(*decode_args(), multi_ctas_kv_counter_buffer=fakes.Shaped(8)), "UnsupportedFeatureError",
         "keyword 'multi_ctas_kv_counter_buffer' was added in flashinfer-python 0.6.15; the installed release "
-        "is 0.6.13", layout="0.6.15", release="0.6.13"),
+        "is 0.6.13", release="0.6.13"),
     Row("decode-no-flashinfer", "mla_decode()", "flashinfer-python not importable", mla_decode(*decode_args()),
         "ImportError", "fi_compat.mla_decode needs flashinfer-python importable on this host",
-        env={"FI_COMPAT_DISABLE": "1"}, layout=None),
+        env={"FI_COMPAT_DISABLE": "1"}, importable=False),
     # ---------------------------------------------------------------- build_mla_decode_tuning_config()
     Row("build-max-seq-len-str", "build_mla_decode_tuning_config()", "max_seq_len='64'",
         build(**builder_kwargs(max_seq_len="64")), "ValueError", "max_seq_len='64' (str) is not an int"),
@@ -309,7 +323,7 @@ ROWS: list[Row] = [
     Row("build-unsupported-keyword", "build_mla_decode_tuning_config()", "sinks=<tensor> on 0.6.13",
         build(**builder_kwargs(sinks=fakes.Shaped(128))), "UnsupportedFeatureError",
         "keyword 'sinks' was added in flashinfer-python 0.6.16; the installed release is 0.6.13",
-        layout="0.6.15", release="0.6.13"),
+        release="0.6.13"),
     # ---------------------------------------------------------------- apply_max_seq_len_policy()
     Row("policy-unknown", "apply_max_seq_len_policy()", "policy='fixed'",
         policy(100, policy="fixed", page_size=32, capacity=4096), "ValueError",
@@ -329,17 +343,19 @@ ROWS: list[Row] = [
         policy(100, policy="capacity", page_size=32, capacity=-1), "ValueError",
         "capacity=-1 is out of range; accepted: a positive int"),
     # ---------------------------------------------------------------- typed errors and warnings
-    Row("strict-signature", "install(strict=True)", "a parameter renamed (0.6.18 layout)", install(strict=True),
+    Row("strict-signature", "install(strict=True)", "a parameter renamed (the tuning config)", install(strict=True),
         "SignatureMismatchError", "_mla_decode_tuning_config parameter 'profile_seq_len' was renamed to "
-        "'profile_len'", replace=fakes.DRIFTS["0.6.18"]["renamed"].replace),
-    Row("strict-probe", "install(strict=True)", "same signature, other return type", install(strict=True),
-        "UnsupportedReleaseError", "returns builtins.dict, expected TuningConfig",
-        replace=fakes.DRIFTS["0.6.18"]["returns-other-type"].replace),
-    Row("default-drift", "install()", "a parameter renamed (0.6.18 layout)", install(), "UnsupportedReleaseWarning",
-        "fi_compat left flashinfer untouched (set FI_COMPAT_STRICT=1 to make this an error)",
-        replace=fakes.DRIFTS["0.6.18"]["renamed"].replace),
-    Row("unverified-release", "install()", "a release outside every verified range, signatures fit",
-        install(), "UnverifiedReleaseWarning", "flashinfer 0.7.5 is outside every verified range", release="0.7.5"),
+        "'profile_len'", drifts=(fakes.DRIFTS["tuning-config"]["renamed"],)),
+    Row("strict-missing", "install(strict=True)", "a function removed (the tuning config)", install(strict=True),
+        "SignatureMismatchError", "flashinfer.mla._core._mla_decode_tuning_config is missing (moved or removed)",
+        drifts=(fakes.DRIFTS["tuning-config"]["vanished"],)),
+    Row("default-drift", "install()", "a parameter renamed (the tuning config)", install(), "UnsupportedReleaseWarning",
+        "fi_compat left it unbounded (set FI_COMPAT_STRICT=1 to make this an error)",
+        drifts=(fakes.DRIFTS["tuning-config"]["renamed"],)),
+    Row("unverified-release", "install()", "a release the release matrix never ran, signatures fit",
+        install(), "UnverifiedReleaseWarning",
+        "flashinfer 0.7.5 is outside the releases fi_compat verified for flashinfer.mla._core._mla_decode_tuning_config",
+        release="0.7.5"),
     # ---------------------------------------------------------------- CLI
     Row("cli-no-command", "fi-compat", "no subcommand", cli(), "exit 2", "usage: fi-compat"),
     Row("cli-unknown-command", "fi-compat", "frobnicate", cli("frobnicate"), "exit 2", "invalid choice: 'frobnicate'"),

@@ -1,4 +1,4 @@
-"""Issue 8: every row of the bad-input catalogue (tests/errors_catalogue.py)
+"""Every row of the bad-input catalogue (tests/errors_catalogue.py)
 gives its clear error, installs nothing, and docs/errors.md lists exactly the
 messages the rows produce."""
 
