@@ -6,6 +6,7 @@ public names are loaded on first use.
     import fi_compat
     fi_compat.install()            # bound flashinfer's tuning-config memo
     fi_compat.status()             # what was chosen, why, cache statistics
+    fi_compat.doctor_report()      # the same and more, as text for a log
     from fi_compat import mla_decode
 
 See README.md and docs/ for the full story.
@@ -34,6 +35,7 @@ _LAZY = {
     "build_mla_decode_tuning_config": "call_api",
     "apply_max_seq_len_policy": "policy",
     "detect_release": "release_detection",
+    "doctor_report": "commands.doctor",
 }
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "build_mla_decode_tuning_config",
     "apply_max_seq_len_policy",
     "detect_release",
+    "doctor_report",
     "FiCompatError",
     "FiCompatWarning",
     "SignatureMismatchError",
@@ -72,6 +75,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover
     from .call_api import build_mla_decode_tuning_config, mla_decode
+    from .commands.doctor import doctor_report
     from .installer import install, status, uninstall
     from .policy import apply_max_seq_len_policy
     from .release_detection import detect_release

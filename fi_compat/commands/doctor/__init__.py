@@ -1,0 +1,96 @@
+"""``fi-compat doctor`` and :func:`fi_compat.doctor_report`: one screen for a bug report.
+
+What it shows, one section each (:mod:`.environment`, :mod:`.verdicts`,
+:mod:`.state`): fi_compat, Python, torch; the flashinfer release and how it
+was detected; the verdict on every cache fi_compat bounds and the call API's
+decode signature, by the lookup ``install()`` uses; what is installed; whether
+TensorRT-LLM's workaround is there; the census of flashinfer's unbounded
+caches and their sizes; the settings and where each came from.
+docs/doctor.md explains each line and what to do about it.
+
+Two ways to run it:
+
+* ``fi-compat doctor`` (:func:`run`) in its own process.  It imports
+  ``flashinfer.mla`` as an application would (``--no-import``: reads the
+  source with ``ast`` instead; ``--cpu-shim``: imports under the CPU-host
+  shim) and patches nothing unless ``--install``, which runs
+  :func:`fi_compat.install` in the doctor process only.
+* :func:`doctor_report` inside a serving process, where the answer is: what
+  is installed *there*, whether TensorRT-LLM's workaround is there, how big
+  flashinfer's caches have grown there.  It imports nothing new and changes
+  nothing.
+
+:func:`gather` returns the report as a dict with a fixed set of keys
+(:data:`SCHEMA_VERSION`, :data:`TOP_LEVEL_KEYS` and each section's ``*_KEYS``);
+``--json`` prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .environment import FLASHINFER_KEYS, TORCH_KEYS, import_flashinfer
+from .report import SCHEMA_VERSION, TOP_LEVEL_KEYS, gather
+from .state import CENSUS_KEYS, INSTALLED_KEYS, SETTING_KEYS, TRTLLM_KEYS
+from .text import format_text
+from .verdicts import CALL_API_KEYS, ROW_KEYS
+
+SECTION_KEYS = {
+    "fi_compat": ("version", "path"),
+    "python": ("version", "implementation", "executable", "platform"),
+    "torch": TORCH_KEYS,
+    "flashinfer": FLASHINFER_KEYS,
+    "bounds": ("checked_on", "outcome", "reason", "rows"),
+    "call_api": CALL_API_KEYS,
+    "installed": INSTALLED_KEYS,
+    "trtllm_workaround": TRTLLM_KEYS,
+    "census": CENSUS_KEYS,
+}
+
+
+def doctor_report() -> str:
+    """The doctor's report on *this* process, as text (log it from inside an engine).
+
+    Reads what is already there: the installed state, the verdicts through
+    the live functions when flashinfer is imported (or its source when not),
+    TensorRT-LLM's workaround, the census of flashinfer's caches.  Imports
+    neither torch, flashinfer nor tensorrt_llm, installs nothing, never raises
+    for a missing or broken flashinfer (the report says what it could not do).
+    Cost: a few milliseconds (one census pass over the loaded flashinfer
+    modules); do not call it per request.
+    """
+    return format_text(gather(in_process=True))
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "doctor",
+        help="report fi_compat, torch, flashinfer, the verdict on each bounded cache, patches, census, settings",
+        description="One screen for a bug report. Patches nothing unless --install. Inside a serving process, "
+                    "log fi_compat.doctor_report() instead. See docs/doctor.md.",
+    )
+    parser.add_argument("--json", action="store_true", help=f"print JSON (schema_version {SCHEMA_VERSION})")
+    parser.add_argument("--install", action="store_true",
+                        help="run fi_compat.install() in the doctor process first and report the result "
+                             "(shows what install would do; your application is not affected)")
+    parser.add_argument("--no-import", action="store_true",
+                        help="do not import flashinfer; judge from the source with ast")
+    parser.add_argument("--cpu-shim", action="store_true",
+                        help="import flashinfer under fi_compat.testing.cpu_host() (CPU-only CI): live "
+                             "verdicts and the census on a host without a GPU")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report; exit status 0 whatever it says (the report is the answer)."""
+    report = gather(import_flashinfer=not args.no_import, install=args.install, cpu_shim=args.cpu_shim)
+    print(json.dumps(report, indent=2, default=str) if args.json else format_text(report))
+    return 0
+
+
+__all__ = [
+    "SCHEMA_VERSION", "SECTION_KEYS", "SETTING_KEYS", "TOP_LEVEL_KEYS", "doctor_report", "format_text", "gather",
+    "import_flashinfer", "register", "run",
+]
