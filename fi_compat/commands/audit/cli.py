@@ -148,13 +148,21 @@ def format_text(report: dict[str, Any]) -> str:
     if report["live"] is not None:
         workload = report["live"]["workload"]
         lines.append("")
-        lines.append(f"live: {workload['calls']} decode calls, {workload['distinct_max_seq_len']} distinct "
-                     f"max_seq_len, {workload['seconds']:.2f} s on {workload['host']}")
+        lines.append(f"live: {workload['calls']} decode calls ({workload['layout']}'s call), "
+                     f"{workload['distinct_max_seq_len']} distinct max_seq_len, {workload['seconds']:.2f} s on "
+                     f"{workload['host']}")
         growing = [r for r in report["live"]["results"] if (r["gained"] or 0) > 0]
         for result in growing:
             lines.append(f"  GREW  {result['function']} ({result['where']}): {_live_text(result)}")
-        if not growing:
-            lines.append("  no flagged cache grew during the workload")
+        once = [o for o in report["live"]["other_growth"] if o["gained"] == 1]
+        for other in [o for o in report["live"]["other_growth"] if o["gained"] > 1]:
+            bound = "unbounded" if other["maxsize"] is None else f"maxsize {other['maxsize']}"
+            lines.append(f"  GREW  {other['function']} (not flagged by the scan; {other['owner']}, {bound}): "
+                         f"+{other['gained']} entries ({other['currsize_before']} -> {other['currsize_after']})")
+        if once:
+            lines.append(f"  {len(once)} more caches gained one entry each (set-up, not per request; --json lists them)")
+        if not growing and not report["live"]["other_growth"]:
+            lines.append("  no flashinfer cache grew during the workload")
     if report.get("live_error"):
         lines.append("")
         lines.append(f"live: not run: {report['live_error']}")
@@ -165,11 +173,10 @@ def format_text(report: dict[str, Any]) -> str:
 
 def _live_text(result: dict[str, Any]) -> str:
     if result["status"] in ("measured", "bounded"):
-        text = f"{result['calls']} calls, +{result['gained']} entries ({result['currsize_before']} -> {result['currsize_after']})"
+        text = f"+{result['gained']} entries ({result['currsize_before']} -> {result['currsize_after']})"
         return text + (f"; {result['detail']}" if result["detail"] else "")
     return {"not-loaded": "module not loaded by the decode workload",
-            "nested": "defined inside a function: not reachable from outside",
-            "not-a-cache": result["detail"] or "no cache_info()"}.get(result["status"], result["status"])
+            "nested": "defined inside a function: not reachable from outside"}.get(result["status"], result["status"])
 
 
 def register(subparsers: Any) -> None:

@@ -2,16 +2,15 @@
 
 The static scan only says a cache *could* grow per request.  This module runs
 a short decode workload on the installed flashinfer (under the CPU-host shim
-when there is no CUDA device, real kernels otherwise), with every flagged
-function that the workload's imports loaded wrapped by a counting
-:func:`wrapt.FunctionWrapper`, and reports per function the calls seen and
-the entries its cache gained (``cache_info().currsize`` after minus before).
+when there is no CUDA device, real kernels otherwise) and counts every
+``functools`` cache of the loaded flashinfer modules before and after it
+(:func:`fi_compat.census.take`): per flagged function the entries it gained,
+and every other cache that grew too, flagged or not.
 
-The workload is the MLA decode host path a serving loop drives:
-``flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla`` with
-``backend="trtllm-gen"`` and a ``max_seq_len`` that changes every call, as
-TensorRT-LLM's ``max_past_kv_length`` does.  Everything is restored when it
-ends; flashinfer stays imported.
+The workload is the MLA decode host path a serving loop drives, in
+TensorRT-LLM's call (:mod:`fi_compat.testing.workload`): ``backend="trtllm-gen"``
+and a ``max_seq_len`` that changes every call, as its ``max_past_kv_length``
+does.  Nothing is patched; flashinfer stays imported.
 """
 
 from __future__ import annotations
@@ -22,19 +21,21 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+from ... import census
 from .scan import Finding
-from ...proxies import is_fi_compat_proxy
 
 #: Default workload: distinct max_seq_len values, one decode call each.
 DEFAULT_STEPS = 200
+#: Block-table width and page size of the workload: 64 pages of 64 tokens, so
+#: up to 4,096 distinct lengths.
+WIDTH, PAGE_SIZE = 64, 64
 
 
 @dataclass
 class LiveResult:
     function: str
     where: str
-    status: str  # "measured", "bounded", "not-loaded", "not-a-cache", "nested"
-    calls: int = 0
+    status: str  # "measured", "bounded" (fi_compat's proxy is installed there), "not-loaded", "nested"
     before: Optional[int] = None
     after: Optional[int] = None
     detail: str = ""
@@ -44,39 +45,9 @@ class LiveResult:
         return None if self.before is None or self.after is None else self.after - self.before
 
     def as_dict(self) -> dict[str, Any]:
-        return {"function": self.function, "where": self.where, "status": self.status, "calls": self.calls,
+        return {"function": self.function, "where": self.where, "status": self.status,
                 "currsize_before": self.before, "currsize_after": self.after, "gained": self.gained,
                 "detail": self.detail}
-
-
-def _resolve(finding: Finding) -> tuple[Optional[Any], Optional[str], Optional[Any], str]:
-    """(owner, attribute, object, problem) for a finding, from already-imported modules only."""
-    if "<locals>" in finding.qualname:
-        return None, None, None, "nested"
-    module = sys.modules.get(finding.module)
-    if module is None:
-        return None, None, None, "not-loaded"
-    owner: Any = module
-    parts = finding.qualname.split(".")
-    for part in parts[:-1]:
-        owner = getattr(owner, part, None)
-        if owner is None:
-            return None, None, None, "not-loaded"
-    attribute = parts[-1]
-    target = owner.__dict__.get(attribute) if hasattr(owner, "__dict__") else None
-    if target is None:
-        return None, None, None, "not-loaded"
-    return owner, attribute, target, ""
-
-
-def _currsize(obj: Any) -> Optional[int]:
-    info = getattr(obj, "cache_info", None)
-    if not callable(info):
-        return None
-    try:
-        return int(info().currsize)
-    except Exception:  # noqa: BLE001 - a foreign object; report, don't crash
-        return None
 
 
 @contextlib.contextmanager
@@ -95,75 +66,67 @@ def _host() -> Iterator[str]:
         yield "cpu-shim"
 
 
-def decode_workload(steps: int = DEFAULT_STEPS, *, batch: int = 4, heads: int = 16, page_size: int = 32,
-                    pages_per_seq: int = 64, start: int = 97, stride: int = 7) -> dict[str, Any]:
-    """Call the public MLA decode ``steps`` times with a new ``max_seq_len`` each time.
+def decode_workload(steps: int = DEFAULT_STEPS, *, layout: str = "trtllm", batch: int = 4) -> dict[str, Any]:
+    """Call the public MLA decode ``steps`` times, each with a new ``max_seq_len``,
+    as the ``layout`` engine calls it (:func:`fi_compat.testing.workload.call`).
 
-    Shapes are DeepSeek-style MLA (kv_lora_rank 512, rope 64, nope 128) with
-    a small batch and head count so the host path runs in well under a
-    millisecond per call on CPU.  Needs flashinfer imported (see :func:`_host`).
+    Needs flashinfer imported (see :func:`_host`).  Lengths sweep the block
+    table's capacity (``WIDTH * PAGE_SIZE``); more steps than that repeat none.
     """
     import torch
     import flashinfer.mla as mla
 
+    from ...specs import DECODE
+    from ...testing import workload
+
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    num_pages = batch * pages_per_seq
-    capacity = pages_per_seq * page_size
-    query = torch.zeros(batch, 1, heads, 576, dtype=torch.bfloat16, device=device)
-    kv_cache = torch.zeros(num_pages, page_size, 576, dtype=torch.bfloat16, device=device)
-    workspace = torch.zeros(1 << 20, dtype=torch.uint8, device=device)
-    block_tables = torch.arange(num_pages, dtype=torch.int32, device=device).reshape(batch, pages_per_seq)
+    inputs = workload.make_inputs(torch, layout, batch=batch, width=WIDTH, page_size=PAGE_SIZE,
+                                  num_pages=batch * WIDTH, device=device, workspace_bytes=1 << 20)
+    decode = getattr(mla, DECODE.name)
+    lengths = workload.lengths("sweep", inputs.capacity, steps)
     began = time.perf_counter()
-    values = []
-    for step in range(steps):
-        max_seq_len = 1 + (start + step * stride) % (capacity - 1)
-        values.append(max_seq_len)
-        seq_lens = torch.full((batch,), max_seq_len, dtype=torch.int32, device=device)
-        mla.trtllm_batch_decode_with_kv_cache_mla(query, kv_cache, workspace, 128, 512, 64, block_tables,
-                                                  seq_lens, max_seq_len, backend="trtllm-gen")
-    return {"calls": steps, "distinct_max_seq_len": len(set(values)), "seconds": time.perf_counter() - began}
+    for max_seq_len in lengths:
+        inputs.seq_lens.fill_(max_seq_len)
+        workload.call(layout, decode, inputs, max_seq_len)
+    return {"calls": len(lengths), "distinct_max_seq_len": len(set(lengths)), "layout": layout,
+            "seconds": time.perf_counter() - began}
+
+
+def _result(finding: Finding, before: dict[str, census.CacheCount],
+            after: dict[str, census.CacheCount]) -> LiveResult:
+    result = LiveResult(finding.full_name, finding.where, "measured")
+    if "<locals>" in finding.qualname:
+        result.status = "nested"
+        return result
+    proxy = after.get(f"{finding.full_name} [fi_compat]")
+    counted = proxy or after.get(finding.full_name)
+    if counted is None or finding.module not in sys.modules:
+        result.status = "not-loaded"
+        return result
+    if proxy is not None:
+        result.status = "bounded"
+        result.detail = "fi_compat's bounded cache is installed here; the sizes are its own"
+    previous = before.get(counted.qualname)
+    result.before = 0 if previous is None else previous.currsize
+    result.after = counted.currsize
+    return result
 
 
 def live_audit(findings: Iterable[Finding], steps: int = DEFAULT_STEPS,
                workload: Optional[Callable[[int], dict[str, Any]]] = None) -> dict[str, Any]:
-    """Wrap each flagged, loaded cache; run ``workload(steps)``; report what each gained.
-
-    Raises ``ImportError`` when torch or flashinfer cannot be imported here.
-    """
-    import wrapt
-
+    """Run ``workload(steps)`` and report what each flagged cache gained, and every
+    other flashinfer cache that grew.  Raises ``ImportError`` when torch or
+    flashinfer cannot be imported here."""
     workload = workload or decode_workload
-    results: list[LiveResult] = []
     with _host() as host:
-        wrapped: list[tuple[Any, str, Any, LiveResult]] = []
-        try:
-            for finding in findings:
-                owner, attribute, target, problem = _resolve(finding)
-                result = LiveResult(finding.full_name, finding.where, problem or "measured")
-                results.append(result)
-                if problem:
-                    continue
-                if is_fi_compat_proxy(target):
-                    result.status = "bounded"
-                    result.detail = "fi_compat's bounded cache is installed here; currsize is its size"
-                before = _currsize(target)
-                if before is None:
-                    result.status = "not-a-cache"
-                    result.detail = f"{type(target).__name__} has no cache_info()"
-                    continue
-                result.before = before
-
-                def counter(wrapped_fn: Any, instance: Any, args: tuple, kwargs: dict,
-                            _result: LiveResult = result) -> Any:
-                    _result.calls += 1
-                    return wrapped_fn(*args, **kwargs)
-
-                setattr(owner, attribute, wrapt.FunctionWrapper(target, counter))
-                wrapped.append((owner, attribute, target, result))
-            summary = workload(steps)
-        finally:
-            for owner, attribute, target, result in reversed(wrapped):
-                setattr(owner, attribute, target)
-                result.after = _currsize(target)
+        before = census.take()
+        summary = workload(steps)
+        after = census.take()
     summary["host"] = host
-    return {"workload": summary, "results": [r.as_dict() for r in results]}
+    results = [_result(finding, before, after) for finding in findings]
+    named = {r.function for r in results} | {f"{r.function} [fi_compat]" for r in results}
+    others = [g for g in census.grown(before, after) if g.qualname not in named]
+    return {"workload": summary, "results": [r.as_dict() for r in results],
+            "other_growth": [{"function": g.qualname, "owner": g.after.owner, "maxsize": g.after.maxsize,
+                              "currsize_before": g.before.currsize, "currsize_after": g.after.currsize,
+                              "gained": g.gained} for g in others]}
