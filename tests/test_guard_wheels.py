@@ -13,24 +13,29 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 import zipfile
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import pytest
-from packaging.version import Version
 
-from fi_compat.adapters import adapters_for_release
+import fi_compat
+from fi_compat import specs
+from fi_compat.bounds import judge_release
 from fi_compat.cli import main
 from fi_compat.commands.guard import fetch as fetch_module
 from fi_compat.commands.guard.errors import FetchError, GuardError
 from fi_compat.commands.guard.fetch import default_cache_dir, fetch
+from fi_compat.lookup import runtime_lookup
 from fi_compat.release_list import MATRIX_RELEASES
+
+import fakes
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-# --------------------------------------------------------------------------- fixtures
+# --------------------------------------------------------------------------- helpers
 
 
 def run_guard(*argv: str, capsys) -> tuple[int, str]:
@@ -44,45 +49,36 @@ def run_json(*argv: str, capsys) -> tuple[int, dict]:
     return status, json.loads(text)
 
 
+def row_verdicts(bounds: list[dict]) -> dict[str, tuple]:
+    return {row["name"]: (row["verdict"], row["verified"]) for row in bounds}
+
+
 # --------------------------------------------------------------------------- synthetic wheels
 
-DECODE_0618 = """
-def trtllm_batch_decode_with_kv_cache_mla(
-    query, kv_cache, workspace_buffer, qk_nope_head_dim, kv_lora_rank, qk_rope_head_dim,
-    block_tables, seq_lens, max_seq_len, sparse_mla_top_k=0, out=None, bmm1_scale=1.0,
-    bmm2_scale=1.0, sinks=None, skip_softmax_threshold_scale_factor=None, enable_pdl=None,
-    backend="auto", is_var_seq=True, uses_shared_paged_kv_idx=True,
-):
-    return _build_mla_decode_tuning_config(kv_cache, block_tables, workspace_buffer, ["trtllm-gen"], 1, 16, 512, max_seq_len, None)
-"""
+NEVER_RUN = "raise SystemExit('the guard must never run wheel code')\n"
+CORE_PATH = "flashinfer/mla/_core.py"
 
-CONFIG_0618 = """
-@functools.cache
-def _mla_decode_tuning_config(buckets, num_pages, profile_seq_len, has_sparse_mla_top_k_lens=False,
-                              sparse_top_k_width=0, enable_dcp=False, cp_world=1, cp_rank=0):
-    raise SystemExit("the guard must never run wheel code")
-"""
-
-BUILDER_0618 = """
-def _build_mla_decode_tuning_config(kv_cache, block_tables, workspace_buffer, runner_names, q_len,
-                                    num_heads, kv_lora_rank, max_seq_len, device,
-                                    has_sparse_mla_top_k_lens=False, cute_dsl_impl=None, sinks=None,
-                                    enable_dcp=False, cp_world=1, cp_rank=0):
-    raise SystemExit("the guard must never run wheel code")
-"""
-
-CORE_0618 = "import functools\nraise SystemExit('never imported')\n" + CONFIG_0618 + BUILDER_0618 + DECODE_0618
+#: The fake 0.6.18 decode module (tests/fakes.py), which exits if anything ever imports it.
+CORE_0618 = NEVER_RUN + fakes.release_files("0.6.18")[CORE_PATH]
+_RELEASE_CORE = object()
 
 
-def make_wheel(directory: Path, version: str, core: Optional[str] = CORE_0618, *,
-               extra: Optional[dict[str, bytes | str]] = None, name: Optional[str] = None,
-               metadata: bool = True) -> Path:
+def make_wheel(directory: Path, version: str, core: Optional[str] | object = _RELEASE_CORE, *,
+               drifts: Sequence[fakes.Drift] = (), extra: Optional[dict[str, bytes | str]] = None,
+               omit: Sequence[str] = (), name: Optional[str] = None, metadata: bool = True) -> Path:
+    """A wheel of the fake ``version`` (every module fi_compat reads, each exiting if
+    imported); ``core`` replaces its decode module (``None``: left out)."""
+    files = {path: NEVER_RUN + text for path, text in fakes.release_files(version, drifts).items()}
+    if core is None:
+        del files[CORE_PATH]
+    elif core is not _RELEASE_CORE:
+        files[CORE_PATH] = core
+    for path in omit:
+        del files[path]
     path = directory / (name or f"flashinfer_python-{version}-py3-none-any.whl")
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("flashinfer/__init__.py", "raise SystemExit('never imported')\n")
-        archive.writestr("flashinfer/mla/__init__.py", "from ._core import *\n")
-        if core is not None:
-            archive.writestr("flashinfer/mla/_core.py", core)
+        for member, text in files.items():
+            archive.writestr(member, text)
         if metadata:
             archive.writestr(f"flashinfer_python-{version}.dist-info/METADATA",
                              f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {version}\n\n")
@@ -91,23 +87,26 @@ def make_wheel(directory: Path, version: str, core: Optional[str] = CORE_0618, *
     return path
 
 
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
 # --------------------------------------------------------------------------- real wheels
 
-REAL = {
-    "0.6.15": "fresh-config-0.6.15",
-    "0.6.16": "cached-config-0.6.18",
-    "0.6.18": "cached-config-0.6.18",
-    "0.7.4": "cached-config-0.6.18",
-}
+#: Caches fi_compat bounds on each release, of those that need it (read from the real wheels:
+#: tests/fakes.py's table; 0.6.15 has no tuning-config memo, 0.6.18 adds the HCA sizer and the
+#: cached nearest-profile memo, 0.7.4 the Rubin MTP sizer).
+REAL = {"0.6.15": "4 of 4", "0.6.16": "5 of 5", "0.6.18": "6 of 6", "0.7.4": "7 of 7"}
 
 
-@pytest.mark.parametrize("release, adapter", sorted(REAL.items()))
-def test_real_wheel_is_verified_with_the_right_adapter(release, adapter, real_wheel, capsys):
+@pytest.mark.parametrize("release, bounded", sorted(REAL.items()))
+def test_real_wheel_is_verified_with_every_cache_bounded(release, bounded, real_wheel, capsys):
     status, data = run_json("--wheel", str(real_wheel(release)), capsys=capsys)
     assert status == 0
     (result,) = data["results"]
-    assert (result["release"], result["verdict"], result["adapter"]) == (release, "verified", adapter)
-    assert result["mismatches"] == []
+    assert (result["release"], result["verdict"], result["mismatches"]) == (release, "verified", [])
+    rows = [row for row in result["bounds"] if row["verdict"] == "bound"]
+    assert f"{len(rows)} of {len(rows)}" == bounded and all(row["verified"] for row in rows)
 
 
 def test_real_pins_through_the_cache_and_a_requirement_file(real_wheel, wheel_cache, tmp_path, capsys):
@@ -119,43 +118,64 @@ def test_real_pins_through_the_cache_and_a_requirement_file(real_wheel, wheel_ca
                              "--cache-dir", str(wheel_cache), capsys=capsys)
     assert status == 0, text
     lines = text.splitlines()
-    assert lines[0].split() == ["RELEASE", "VERDICT", "ADAPTER", "FROM"]
-    assert lines[1].split() == ["0.6.15", "verified", "fresh-config-0.6.15", f"{req}:2"]
-    assert lines[2].split() == ["0.7.4", "verified", "cached-config-0.6.18", "--pin", "flashinfer-python==0.7.4"]
+    assert lines[0].split() == ["RELEASE", "VERDICT", "BOUNDED", "FROM"]
+    assert lines[1].split() == ["0.6.15", "verified", "4", "of", "4", f"{req}:2"]
+    assert lines[2].split() == ["0.7.4", "verified", "7", "of", "7", "--pin", "flashinfer-python==0.7.4"]
 
 
-def test_guard_matches_the_runtime_registry_on_every_matrix_release(real_wheel, capsys):
-    """Each matrix release: the guard's verdict on its real wheel is what the
-    runtime registry selects for it (the one adapter whose verified range covers it)."""
+def test_every_matrix_release_is_verified(real_wheel, capsys):
     started = time.perf_counter()
-    disagreements = []
+    failures = []
     for release in MATRIX_RELEASES:
-        covering = adapters_for_release(Version(release))
-        assert len(covering) == 1, f"{release}: covered by {[a.name for a in covering]}"
         status, data = run_json("--wheel", str(real_wheel(release)), capsys=capsys)
         (result,) = data["results"]
-        got = (status, result["release"], result["verdict"], result["adapter"])
-        if got != (0, release, "verified", covering[0].name):
-            disagreements.append((release, got, result["reason"]))
-    assert disagreements == []
+        if (status, result["release"], result["verdict"]) != (0, release, "verified"):
+            failures.append((release, status, result["verdict"], result["reason"]))
+    assert failures == []
     print(f"matrix walk: {len(MATRIX_RELEASES)} releases in {time.perf_counter() - started:.1f} s")
 
 
-def test_guard_agrees_with_live_select_on_the_installed_release(fi_cpu_host, real_wheel, capsys):
-    """The strongest form of 'cannot disagree': the runtime's own live lookup on
-    the imported flashinfer, against the guard's ast lookup on the same release's wheel."""
-    from fi_compat.adapters import select
-    from fi_compat.installer import live_lookup
+def test_guard_agrees_with_the_runtime_lookup_on_the_installed_release(fi_cpu_host, real_wheel, capsys):
+    """The strongest form of 'cannot disagree': the runtime's own lookup on the
+    imported flashinfer, against the guard's ast lookup on the same release's wheel."""
     from fi_compat.release_detection import detect_release
 
     installed = detect_release().version
     assert installed is not None
-    live = select(installed, live_lookup)
+    live = judge_release(runtime_lookup(installed), installed)
     _, data = run_json("--wheel", str(real_wheel(str(installed))), capsys=capsys)
     (result,) = data["results"]
-    words = {"verified": "verified", "unverified": "compatible-unverified", "unsupported": "unsupported"}
-    assert (result["verdict"], result["adapter"]) == (words[live.outcome], live.adapter_name)
-    assert live.outcome == "verified"
+    assert row_verdicts(result["bounds"]) == row_verdicts([v.as_dict() for v in live.rows])
+    assert (live.outcome, result["verdict"]) == ("verified", "verified")
+
+
+# --------------------------------------------------------------------------- synthetic: the runtime's verdict
+
+AGREEMENT = [
+    pytest.param(fakes.DRIFT_RELEASE[row], (drift,), id=f"{row}/{case}")
+    for row, cases in fakes.DRIFTS.items() for case, drift in cases.items()
+] + [
+    pytest.param("0.6.18", (drift,), id=name) for name, drift in [
+        ("bounded-upstream", fakes.CONFIG_BOUNDED_UPSTREAM), ("lost-cache", fakes.CONFIG_LOST_CACHE),
+        ("moved-and-reimported", fakes.CONFIG_MOVED_REIMPORTED), ("builder-gained-cache", fakes.BUILDER_GAINED_CACHE)]
+] + [pytest.param(release, (), id=release) for release in ("0.6.13", "0.6.15.post1", "0.7.3", "0.7.5")]
+
+
+@pytest.mark.parametrize("release, drifts", AGREEMENT)
+def test_the_guard_on_a_wheel_says_what_install_does_with_the_same_source(release, drifts, tmp_path, capsys):
+    """The drift catalogue through the guard (a built wheel) and through install()
+    (the same files as an imported package): the same verdict on every row."""
+    wheel = make_wheel(tmp_path, release, drifts=drifts)
+    _, data = run_json("--wheel", str(wheel), capsys=capsys)
+    (result,) = data["results"]
+    with fakes.loaded_release(release, tmp_path / "installed", drifts=drifts):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = fi_compat.install()
+    assert row_verdicts(result["bounds"]) == row_verdicts(state["bounds"])
+    expected = {"verified": "verified", "unverified": "compatible-unverified", "partial": "unsupported",
+                "unsupported": "unsupported"}[state["outcome"]]
+    assert result["verdict"] == expected
 
 
 # --------------------------------------------------------------------------- synthetic: verdicts
@@ -168,7 +188,7 @@ def test_synthetic_baseline_is_verified_and_runs_no_wheel_code(tmp_path, capsys,
     monkeypatch.setattr(zipfile.ZipFile, "extract", no_extraction)
     monkeypatch.setattr(zipfile.ZipFile, "extractall", no_extraction)
     before = set(tmp_path.iterdir())
-    wheel = make_wheel(tmp_path, "0.6.18")
+    wheel = make_wheel(tmp_path, "0.6.18", CORE_0618)
     status, data = run_json("--wheel", str(wheel), capsys=capsys)
     assert status == 0
     assert data["results"][0]["verdict"] == "verified"
@@ -181,30 +201,35 @@ def test_drift_gained_required_parameter_is_unsupported(tmp_path, capsys):
     wheel = make_wheel(tmp_path, "0.6.18", drifted)
     status, text = run_guard("--wheel", str(wheel), capsys=capsys)
     assert status == 1, text
-    assert "unsupported" in text
+    assert "unsupported" in text and "5 of 6" in text
     assert "flashinfer.mla._core._build_mla_decode_tuning_config: gained required parameter 'page_table_layout'" in text
     status, data = run_json("--wheel", str(wheel), capsys=capsys)
     (mismatch,) = data["results"][0]["mismatches"]
-    assert mismatch["function"] == "flashinfer.mla._core._build_mla_decode_tuning_config"
+    assert mismatch["function"] == specs.TUNING_CONFIG_BUILDER.qualname
     assert "page_table_layout" in mismatch["found"] and "page_table_layout" not in mismatch["expected"]
-    assert mismatch["where"].endswith("!flashinfer/mla/_core.py:9")
+    line = line_of(drifted, f"def {specs.TUNING_CONFIG_BUILDER.name}(")
+    assert mismatch["where"] == f"{CORE_PATH}:{line}"
 
 
-def test_drift_lost_functools_cache_and_renamed_parameter(tmp_path, capsys):
-    drifted = CORE_0618.replace("@functools.cache\n", "").replace("profile_seq_len,", "profile_len,")
-    status, data = run_json("--wheel", str(make_wheel(tmp_path, "0.7.4", drifted)), capsys=capsys)
+def test_renamed_parameter_is_unsupported_and_a_lost_cache_is_not(tmp_path, capsys):
+    renamed = CORE_0618.replace("profile_seq_len,", "profile_len,")
+    status, data = run_json("--wheel", str(make_wheel(tmp_path, "0.7.4", renamed)), capsys=capsys)
     assert status == 1
     result = data["results"][0]
-    assert result["verdict"] == "unsupported" and result["adapter"] is None
-    (mismatch,) = [m for m in result["mismatches"] if m["function"].endswith("._mla_decode_tuning_config")]
+    assert result["verdict"] == "unsupported"
+    (mismatch,) = [m for m in result["mismatches"] if m["function"] == specs.TUNING_CONFIG.qualname]
     assert "'profile_seq_len' was renamed to 'profile_len'" in mismatch["difference"]
-    assert "lost its functools.cache decorator" in mismatch["difference"]
+    uncached = CORE_0618.replace("@functools.cache\n", "")
+    status, data = run_json("--wheel", str(make_wheel(tmp_path, "0.7.4", uncached, name="uncached.whl")),
+                            capsys=capsys)
+    assert status == 0
+    assert row_verdicts(data["results"][0]["bounds"])["tuning-config"] == ("no-cache", True)
 
 
-def test_matching_signatures_outside_every_range_are_compatible_unverified(tmp_path, capsys):
+def test_matching_signatures_outside_the_matrix_are_compatible_unverified(tmp_path, capsys):
     status, text = run_guard("--wheel", str(make_wheel(tmp_path, "0.7.5")), capsys=capsys)
     assert status == 0, text
-    assert "0.7.5" in text and "compatible-unverified" in text and "cached-config-0.6.18" in text
+    assert "0.7.5" in text and "compatible-unverified" in text and "7 of 7" in text
     assert "run the release matrix" in text.lower()
 
 
@@ -215,15 +240,14 @@ def test_release_comes_from_metadata_not_the_file_name(tmp_path, capsys):
 
 
 def test_reexported_function_is_followed_like_the_runtime_attribute(tmp_path, capsys):
-    core = "import functools\nfrom ._builder import _build_mla_decode_tuning_config as _build_mla_decode_tuning_config\n"
-    core += CONFIG_0618 + DECODE_0618
-    wheel = make_wheel(tmp_path, "0.6.18", core, extra={"flashinfer/mla/_builder.py": BUILDER_0618})
-    status, data = run_json("--wheel", str(wheel), capsys=capsys)
+    moved = (fakes.Drift(specs.TUNING_CONFIG_BUILDER, "", moved=True, reimport=True),)
+    status, data = run_json("--wheel", str(make_wheel(tmp_path, "0.6.18", drifts=moved)), capsys=capsys)
     assert (status, data["results"][0]["verdict"]) == (0, "verified")
-    broken = make_wheel(tmp_path, "0.6.18", core, name="no-builder.whl")  # the import target is absent
+    moved_to = fakes.MOVED_TO.replace(".", "/") + ".py"
+    broken = make_wheel(tmp_path, "0.6.18", drifts=moved, omit=[moved_to], name="no-builder.whl")
     status, data = run_json("--wheel", str(broken), capsys=capsys)
     assert status == 1
-    assert any(m["found"] is None and m["function"].endswith("_build_mla_decode_tuning_config")
+    assert any(m["found"] is None and m["function"] == specs.TUNING_CONFIG_BUILDER.qualname
                for m in data["results"][0]["mismatches"])
 
 

@@ -31,6 +31,7 @@ from packaging.version import InvalidVersion, Version
 from ...bounds import BOUNDS, PARTIAL, UNSUPPORTED, UNVERIFIED, VERIFIED, judge_release
 from ...specs import DECODE
 from .fetch import wheel_release
+from .errors import WheelError
 from .wheel import WheelSources, lookup_for, module_path
 
 GUARD_VERIFIED = "verified"
@@ -97,7 +98,10 @@ def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] =
             if not wheel.has_module(module):
                 notes.append(f"{' / '.join(module_path(module))} is not in the wheel "
                              f"(module {module} moved or removed)")
-        judged = judge_release(lookup_for(wheel), version)
+        try:
+            judged = judge_release(lookup_for(wheel), version)
+        except SyntaxError as exc:  # a wheel is refused, never a traceback (docs/guard.md)
+            raise WheelError(f"{path}!{exc.filename}:{exc.lineno}: does not parse: {exc.msg}") from None
     verdict = _WORDS[judged.outcome]
     if verdict == GUARD_VERIFIED and judged.call_api is not None:
         verdict = GUARD_UNVERIFIED
