@@ -1,21 +1,32 @@
-"""`import fi_compat` must stay cheap: neither torch nor flashinfer."""
+"""`import fi_compat` stays cheap (neither torch nor flashinfer), and the package's
+imports form no cycle."""
 
+from __future__ import annotations
+
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+import fi_compat
+from fi_compat.cli import COMMANDS
+
+PACKAGE = Path(fi_compat.__file__).resolve().parent
 
 PROBE = """
 import json, sys
 import fi_compat, fi_compat.cli, fi_compat.config, fi_compat.release_detection, fi_compat.errors
-fi_compat.cli.build_parser()
+for command in fi_compat.cli.COMMANDS:
+    fi_compat.cli.build_parser(command)
 fi_compat.detect_release()
 print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'flashinfer'))))
 """
 
 
-def test_import_fi_compat_imports_neither_torch_nor_flashinfer():
+def test_import_fi_compat_and_every_command_parser_import_neither_torch_nor_flashinfer():
     out = subprocess.run([sys.executable, "-c", PROBE], check=True, capture_output=True, text=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
@@ -28,16 +39,114 @@ def test_install_before_flashinfer_import_stays_light():
     assert out.stdout.split() == ["pending", "False", "False"]
 
 
-@pytest.mark.parametrize("name", ["install", "uninstall", "status", "mla_decode", "build_mla_decode_tuning_config"])
+@pytest.mark.parametrize("name", sorted(set(fi_compat.__all__) - {"__version__"}))
 def test_public_names_resolve(name):
-    import fi_compat
-
-    assert callable(getattr(fi_compat, name))
+    assert getattr(fi_compat, name) is not None
     assert name in dir(fi_compat)
 
 
 def test_unknown_attribute_is_an_attribute_error():
-    import fi_compat
-
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         fi_compat.nope  # noqa: B018
+
+
+# --------------------------------------------------------------------------- import cycles
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def _target(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports(module: str, deferred: bool) -> set[str]:
+    """fi_compat modules ``module`` imports: at import time (module level, also
+    under ``if``/``try``; not under ``if TYPE_CHECKING``), plus, with
+    ``deferred``, those imported inside functions.  The lazy names of
+    ``fi_compat/__init__.py`` count as deferred imports of their modules."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if _is_type_checking(node):
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if deferred:
+                    visit(node.body)
+                continue
+            if isinstance(node, ast.ImportFrom):
+                target = _target(module, path.name == "__init__.py", node)
+                for alias in node.names:
+                    found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in MODULES else target)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            for field in ("body", "orelse", "finalbody"):
+                visit(getattr(node, field, None) or [])
+            for handler in getattr(node, "handlers", None) or []:
+                visit(handler.body)
+
+    visit(tree.body)
+    if deferred and module == "fi_compat":
+        found.update(f"fi_compat.{target}" for target in fi_compat._LAZY.values())
+    return {name for name in found if name in MODULES and name != module}
+
+
+def cycles(deferred: bool) -> list[list[str]]:
+    graph = {module: sorted(imports(module, deferred)) for module in MODULES}
+    found, state, stack = [], {}, []
+
+    def walk(module: str) -> None:
+        state[module] = "open"
+        stack.append(module)
+        for target in graph[module]:
+            if state.get(target) == "open":
+                found.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                walk(target)
+        stack.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            walk(module)
+    return found
+
+
+def test_the_import_graph_walk_sees_the_package():
+    assert {"fi_compat", "fi_compat.installer", "fi_compat.commands.doctor", "fi_compat.lookup.live"} <= set(MODULES)
+    assert "fi_compat.specs" in imports("fi_compat.bounds", deferred=False)
+    assert "fi_compat.status_view" in imports("fi_compat.installer", deferred=True)
+    assert "fi_compat.installer" in imports("fi_compat", deferred=True)
+
+
+def test_no_import_cycle_at_import_time():
+    assert cycles(deferred=False) == []
+
+
+@pytest.mark.xfail(strict=True, reason="three cycles in the core closed by imports inside functions: "
+                   "installer -> status_view -> installer, installer -> transparent -> call_api -> installer, "
+                   "transparent -> call_api -> transparent")
+def test_no_import_cycle_through_deferred_imports_either():
+    """An import inside a function that closes a cycle still makes two modules depend on each other."""
+    assert [" -> ".join(cycle) for cycle in cycles(deferred=True)] == []
+
+
+def test_every_command_module_exists():
+    for module in COMMANDS.values():
+        assert module[0] in MODULES, module

@@ -1,0 +1,71 @@
+"""Rules of the package's source: modules of one job (at most 350 lines), and
+flashinfer's function names spelled only in ``fi_compat/specs.py``."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import fi_compat
+from fi_compat import specs
+
+PACKAGE = Path(fi_compat.__file__).resolve().parent
+SPECS = PACKAGE / "specs.py"
+MAX_LINES = 350
+
+
+def sources() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_no_module_is_over_350_lines():
+    long = {str(path.relative_to(PACKAGE.parent)): n for path in sources()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def flashinfer_names() -> set[str]:
+    """Every function name in :data:`fi_compat.specs.ALL` (a member also by its own name)."""
+    names = set()
+    for spec in specs.ALL:
+        names.add(spec.name)
+        names.add(spec.name.rsplit(".", 1)[-1])
+    return names
+
+
+NAME = re.compile("|".join(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])"
+                           for n in sorted(flashinfer_names(), key=len, reverse=True)))
+
+
+def string_literals(path: Path) -> list[tuple[int, str]]:
+    """``(line, text)`` of every string constant in the code, f-string parts included,
+    except strings that stand alone as a statement (docstrings, attribute docstrings):
+    those document, they are never a value."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    documentation = {id(node.value) for node in ast.walk(tree)
+                     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                     and isinstance(node.value.value, str)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in documentation]
+
+
+def test_the_rule_sees_names_in_code_and_not_in_documentation(tmp_path):
+    sample = tmp_path / "sample.py"
+    config = specs.TUNING_CONFIG.name
+    sample.write_text(
+        f'"""Module docstring naming {config}."""\n'
+        f'def f():\n    """Docstring naming {config}."""\n    return getattr(object, "{config}", None)\n'
+        f'KEY = f"flashinfer.mla._core.{{0}}{specs.TUNING_CONFIG_BUILDER.name}"\n'
+        'PUBLIC = "build_mla_decode_tuning_config"\n'
+        f'"""Attribute docstring naming {config}."""\n'
+    )
+    hits = sorted((line, NAME.search(text).group(0)) for line, text in string_literals(sample) if NAME.search(text))
+    assert hits == [(4, config), (5, specs.TUNING_CONFIG_BUILDER.name)]
+
+
+def test_no_flashinfer_function_name_is_spelled_outside_specs():
+    spelled = [f"{path.relative_to(PACKAGE.parent)}:{line}: {text!r}"
+               for path in sources() if path != SPECS
+               for line, text in string_literals(path) if NAME.search(text)]
+    assert spelled == []
