@@ -1,12 +1,13 @@
-"""The matrix release list against the adapters' verified ranges.
+"""The matrix release list against the bounded caches' verified ranges.
 
-``fi_compat.release_list.MATRIX_RELEASES`` is what ``nox -s matrix`` runs; an
-adapter's ``verified`` range is a claim that the matrix ran (and passed) the
-releases in it.  Two ways for them to drift apart, each a failure:
+``fi_compat.release_list.MATRIX_RELEASES`` is what ``nox -s matrix`` runs; a
+row's ``verified`` range in :data:`fi_compat.bounds.BOUNDS` is a claim that
+the matrix ran (and passed) the releases in it.  Two ways for them to drift
+apart, each a failure:
 
-* a matrix release that no adapter covers (the matrix runs something that
-  fi_compat would refuse or only half-support);
-* a published release that a range covers but the matrix never runs (a
+* a matrix release that has a row's function but lies outside that row's
+  range (the matrix runs something fi_compat would call unverified);
+* a published release that a row's range covers but the matrix never runs (a
   verified claim with no run behind it).
 """
 
@@ -20,40 +21,36 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from fi_compat.adapters import ADAPTERS
+from fi_compat.bounds import BOUNDS
 from fi_compat.release_list import MATRIX_RELEASES, PUBLISHED_RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def release_list_problems(matrix, published, adapters) -> list[str]:
-    """Everything wrong between a matrix list, the published list and adapters."""
+def release_list_problems(matrix, published, bounds) -> list[str]:
+    """Everything wrong between a matrix list, the published list and the rows' ranges."""
     problems = []
     for release in matrix:
-        if not any(a.covers(Version(release)) for a in adapters):
-            problems.append(f"matrix release {release} is covered by no adapter's verified range")
+        for bound in bounds:
+            if bound.spec.present_in(Version(release)) and not bound.verified.contains(Version(release), prereleases=False):
+                problems.append(f"matrix release {release} has {bound.name} but lies outside its verified range")
     ran = {Version(r) for r in matrix}
     for release in published:
-        for adapter in adapters:
-            if adapter.covers(Version(release)) and Version(release) not in ran:
-                problems.append(
-                    f"{adapter.name} claims {release} ({adapter.verified}) but the matrix never runs it"
-                )
+        for bound in bounds:
+            if bound.verified.contains(Version(release), prereleases=False) and Version(release) not in ran:
+                problems.append(f"{bound.name} claims {release} ({bound.verified}) but the matrix never runs it")
     if len(set(matrix)) != len(matrix):
         problems.append("the matrix lists a release twice")
     return problems
 
 
-def fake_adapter(name: str, spec: str):
-    verified = SpecifierSet(spec)
-    return SimpleNamespace(
-        name=name, verified=verified,
-        covers=lambda v: v is not None and verified.contains(v, prereleases=False),
-    )
+def fake_bound(name: str, spec: str, added_in: str = "0.6.13"):
+    return SimpleNamespace(name=name, verified=SpecifierSet(spec),
+                           spec=SimpleNamespace(present_in=lambda v: v >= Version(added_in)))
 
 
 def test_matrix_and_ranges_agree():
-    assert release_list_problems(MATRIX_RELEASES, PUBLISHED_RELEASES, ADAPTERS) == []
+    assert release_list_problems(MATRIX_RELEASES, PUBLISHED_RELEASES, BOUNDS) == []
 
 
 def test_matrix_releases_are_published():
@@ -64,19 +61,21 @@ def test_matrix_releases_are_published():
 @pytest.mark.parametrize(
     "matrix, published, ranges, expected",
     [
-        # a matrix release outside every range
-        (["0.6.13", "0.7.5"], ["0.6.13", "0.7.5"], [">=0.6.13,<=0.7.4"],
-         ["matrix release 0.7.5 is covered by no adapter's verified range"]),
+        # a matrix release outside a range whose function it has
+        (["0.6.13", "0.7.5"], ["0.6.13", "0.7.5"], [(">=0.6.13,<=0.7.4", "0.6.13")],
+         ["matrix release 0.7.5 has a but lies outside its verified range"]),
+        # a release that predates the row's function need not be in its range
+        (["0.6.13", "0.6.15.post1"], ["0.6.13", "0.6.15.post1"], [(">=0.6.15.post1", "0.6.15.post1")], []),
         # a range claiming a published release the matrix does not run
-        (["0.6.13"], ["0.6.13", "0.6.14"], [">=0.6.13,<0.6.15"],
+        (["0.6.13"], ["0.6.13", "0.6.14"], [(">=0.6.13,<0.6.15", "0.6.13")],
          ["a claims 0.6.14 (<0.6.15,>=0.6.13) but the matrix never runs it"]),
         # an unpublished pre-release is never claimed, so need not be run
-        (["0.6.13"], ["0.6.13", "0.6.14rc1"], [">=0.6.13,<0.6.15"], []),
+        (["0.6.13"], ["0.6.13", "0.6.14rc1"], [(">=0.6.13,<0.6.15", "0.6.13")], []),
     ],
 )
 def test_the_check_can_fail(matrix, published, ranges, expected):
-    adapters = [fake_adapter(chr(ord("a") + i), spec) for i, spec in enumerate(ranges)]
-    assert release_list_problems(matrix, published, adapters) == expected
+    bounds = [fake_bound(chr(ord("a") + i), spec, added) for i, (spec, added) in enumerate(ranges)]
+    assert release_list_problems(matrix, published, bounds) == expected
 
 
 def test_noxfile_takes_the_list_from_fi_compat():
