@@ -27,7 +27,7 @@ def test_pyproject_runtime_dependencies_are_packaging_and_wrapt_only():
     names = {Requirement(r).name for r in project["dependencies"]}
     assert names == {"packaging", "wrapt"}
     wrapt = next(Requirement(r) for r in project["dependencies"] if Requirement(r).name == "wrapt")
-    assert "2.4" in wrapt.specifier and "2.3.9" not in wrapt.specifier  # wrapt.patches.unwrap_object
+    assert "2.4" in wrapt.specifier and "2.3.9" not in wrapt.specifier  # the floor README.md states
     for extra in project.get("optional-dependencies", {}).values():
         assert not {Requirement(r).name for r in extra} & {"torch", "flashinfer-python"}
 
