@@ -40,7 +40,7 @@ import shutil
 import sys
 import tempfile
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -231,14 +231,19 @@ def release_files(release: str, drifts: Sequence[Drift] = ()) -> dict[str, str]:
     return files
 
 
-def write_release(root: Path | str, release: str, drifts: Sequence[Drift] = ()) -> Path:
-    """Write the fake ``release`` under ``root`` (``root/flashinfer/...``); returns ``root``."""
+def write_files(root: Path | str, files: dict[str, str]) -> Path:
+    """Write ``files`` (relative path -> text) under ``root``; returns ``root``."""
     root = Path(root)
-    for relative, text in release_files(release, drifts).items():
+    for relative, text in files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return root
+
+
+def write_release(root: Path | str, release: str, drifts: Sequence[Drift] = ()) -> Path:
+    """Write the fake ``release`` under ``root`` (``root/flashinfer/...``); returns ``root``."""
+    return write_files(root, release_files(release, drifts))
 
 
 # ----------------------------------------------------------------------------- loading it
@@ -260,9 +265,6 @@ class FakeFlashinfer:
     def autotuner(self) -> ModuleType:
         return sys.modules[specs.AUTOTUNER_MODULE]
 
-    def module(self, name: str) -> ModuleType:
-        return importlib.import_module(name)
-
 
 def _flashinfer_entries() -> dict[str, Any]:
     return {name: module for name, module in sys.modules.items()
@@ -281,11 +283,7 @@ def loaded_files(files: dict[str, str], root: Optional[Path | str] = None, *,
     from fi_compat import installer, release_detection
 
     temporary = tempfile.mkdtemp(prefix="fake-flashinfer-") if root is None else None
-    root = Path(temporary or root)
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    root = write_files(temporary or root, files)
     saved_modules = _flashinfer_entries()
     saved_path = list(sys.path)
     saved_detect = installer.detect_release
