@@ -2,9 +2,9 @@
 
 Nothing is imported: files are read (from the installed package directory, a
 ``--source`` directory or a wheel read in memory) and parsed with :mod:`ast`.
-A decorator counts when :func:`fi_compat.signatures.unbounded_memo_decorator`
+A decorator counts when :func:`fi_compat.lookup.unbounded_memo_decorator`
 recognises it (``functools.cache``, ``@cache``, ``lru_cache(maxsize=None)``,
-``lru_cache(None)``); the same predicate the signature checks use.
+``lru_cache(None)``); the same classification the runtime, doctor and guard use.
 
 Speed.  flashinfer 0.7.4 ships 3,559 Python files (715 MB); parsing all of the
 740 that mention a cache decorator takes ~18 s.  The scanner therefore parses
