@@ -27,8 +27,9 @@ def gather(*, import_flashinfer: bool = True, install: bool = False, cpu_shim: b
     report on this process as it is, importing nothing (not torch, not
     flashinfer) and installing nothing.  Never raises for a missing or broken
     flashinfer or torch: what could not be done goes to ``problems``.
-    Cost: milliseconds with flashinfer imported (one census pass, one verdict
-    per row); reading the source instead parses the modules fi_compat looks in.
+    Cost: about 0.1 s with flashinfer imported (one census pass, one verdict
+    per row; docs/doctor.md); reading the source instead parses the modules
+    fi_compat looks in.
     """
     from ... import installer
 
