@@ -138,3 +138,34 @@ def build_meta_config(core: Any, max_seq_len: int, width: int) -> Any:
         runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512,
         max_seq_len=max_seq_len, device=torch.device("cpu"),
     )
+
+
+def entry_arguments(function: Any) -> "contextlib.AbstractContextManager[list[dict[str, Any]]]":
+    """Record what each call of ``function`` receives, parameter by parameter,
+    as its own frame sees it on entry (``sys.setprofile``; innermost function
+    under ``functools.wraps``/``functools.cache``/wrapt proxies).  A list of
+    ``name -> value`` dicts, one per call, for asserting that every value
+    reached the parameter of its name."""
+    import contextlib
+    import inspect
+
+    code = inspect.unwrap(function).__code__
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+
+    @contextlib.contextmanager
+    def recording():
+        seen: list[dict[str, Any]] = []
+        previous = sys.getprofile()
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code is code:
+                local = frame.f_locals
+                seen.append({name: local[name] for name in names if name in local})
+
+        sys.setprofile(profile)
+        try:
+            yield seen
+        finally:
+            sys.setprofile(previous)
+
+    return recording()
