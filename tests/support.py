@@ -169,3 +169,35 @@ def entry_arguments(function: Any) -> "contextlib.AbstractContextManager[list[di
             sys.setprofile(previous)
 
     return recording()
+
+
+def launch_scales(launch: Any) -> tuple:
+    """``(max_seq_len, bmm1_scale, bmm2_scale)`` as a recorded decode launch
+    received them: every release 0.6.13-0.7.4 passes the two scales right
+    after max_seq_len (the second plain ``int``) to ``trtllm_paged_attention_decode``."""
+    ints = [index for index, value in enumerate(launch.args) if type(value) is int]
+    at = ints[1]
+    return launch.args[at], launch.args[at + 1], launch.args[at + 2]
+
+
+def vllm_call(function: Any, t: dict[str, Any], max_seq_len: int, **extra: Any) -> Any:
+    """vLLM 0.30's call (/work/scratch/engines/FACTS.md 3.2): every argument by
+    keyword, a 2-D block table shared by K and V, backend left at ``auto``."""
+    return function(
+        query=t["query"], kv_cache=t["kv_cache"], workspace_buffer=t["workspace_buffer"], qk_nope_head_dim=128,
+        kv_lora_rank=512, qk_rope_head_dim=64, block_tables=t["block_tables"][:, 0], seq_lens=t["seq_lens"],
+        max_seq_len=max_seq_len, bmm1_scale=extra.pop("bmm1_scale", 1.0), bmm2_scale=extra.pop("bmm2_scale", 1.0),
+        return_lse=False, **extra,
+    )
+
+
+def sglang_call(function: Any, t: dict[str, Any], max_seq_len: int, **extra: Any) -> Any:
+    """SGLang 0.5.21's call (FACTS.md 2.2): keywords in its own order, no
+    ``bmm2_scale`` (the default applies), ``enable_pdl`` and the softmax-skip
+    factor passed, a 2-D shared block table."""
+    return function(
+        query=t["query"], kv_cache=t["kv_cache"], enable_pdl=False, workspace_buffer=t["workspace_buffer"],
+        qk_nope_head_dim=128, kv_lora_rank=512, qk_rope_head_dim=64, block_tables=t["block_tables"][:, 0],
+        seq_lens=t["seq_lens"], max_seq_len=max_seq_len, bmm1_scale=extra.pop("bmm1_scale", 1.0), return_lse=False,
+        skip_softmax_threshold_scale_factor=None, **extra,
+    )
