@@ -209,18 +209,27 @@ def set_decorator(source: SourceEditor, name: str, old: Optional[str], new: Opti
 
 def move_functions(source: SourceEditor, names: list[str], module: str) -> str:
     """Cut ``names`` (with their decorators) out of the module and return the
-    text of ``module``, which defines them; the module re-imports them at
-    its end.  The new module starts from a copy of the old one's globals, as
-    a refactor that split a file would carry its imports along."""
-    moved = []
+    text of ``module``, which defines them.  The old module imports them back
+    where the first of them stood (module-level code after that point may use
+    them), and at its end hands the new module every global it defined later,
+    as a refactor that split the file would have carried the helpers along.
+    The moved functions then look each other up in the new module."""
+    spans = []
     for name in names:
         node = source.function(name)
         first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-        start, end = source.at(first), source.at(node.end_lineno + 1)
-        moved.append(source.data[start:end].decode())
-        source.replace(start, end, "")
+        spans.append((source.at(first), source.at(node.end_lineno + 1)))
+    spans.sort()
+    moved = [source.data[start:end].decode() for start, end in spans]
+    for index, (start, end) in enumerate(spans):
+        source.replace(start, end, f"from .{module} import {', '.join(names)}  # noqa: E402\n" if index == 0 else "")
     end = len(source.data)
-    source.replace(end, end, f"\nfrom .{module} import {', '.join(names)}  # noqa: E402\n")
+    source.replace(end, end, (
+        f"\nfrom . import {module} as _drift_moved  # noqa: E402\n"
+        "for _drift_name, _drift_value in list(globals().items()):\n"
+        "    if not _drift_name.startswith('_drift') and _drift_name not in vars(_drift_moved):\n"
+        "        setattr(_drift_moved, _drift_name, _drift_value)\n"
+    ))
     core_name = CORE_MODULE.rsplit(".", 1)[1]
     prelude = (
         f'"""Moved out of {core_name} (a synthetic release)."""\n'

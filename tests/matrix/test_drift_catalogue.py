@@ -70,6 +70,17 @@ def release(edit: drift.Edit, core_text: str, tmp_path_factory) -> drift.Synthet
     return _built[edit.name]
 
 
+_reports: dict[str, dict] = {}
+
+
+def report_for(edit: drift.Edit, server: ForkServer, core_text: str, tmp_path_factory) -> tuple:
+    """The release and its checks' report (one child per release per session)."""
+    synthetic = release(edit, core_text, tmp_path_factory)
+    if edit.name not in _reports:
+        _reports[edit.name] = server.run(synthetic.site, f"{CHECKS}:check_release")
+    return synthetic, _reports[edit.name]
+
+
 def _expected(table: dict, form: str):
     return table.get(form, table.get("*", "ok"))
 
@@ -95,8 +106,7 @@ def _check_round(kind: str, state: str, outcomes: dict, table: dict) -> list[str
 
 @pytest.mark.parametrize("edit", EDITS, ids=[edit.name for edit in EDITS])
 def test_synthetic_release_binds_by_name_or_raises_before_flashinfer(edit, server, core_text, tmp_path_factory):
-    synthetic = release(edit, core_text, tmp_path_factory)
-    report = server.run(synthetic.site, f"{CHECKS}:check_release")
+    synthetic, report = report_for(edit, server, core_text, tmp_path_factory)
     assert report["version"] == synthetic.version  # the synthetic release is what got imported
     decode_table, builder_table = EXPECTED.get(edit.name, ({}, {}))
     problems = []
@@ -124,13 +134,15 @@ def test_synthetic_release_binds_by_name_or_raises_before_flashinfer(edit, serve
 
 
 def test_refused_releases_are_refused(server, core_text, tmp_path_factory):
-    """The catalogue's 'refused' state exists: a parameter swap is a signature
-    mismatch for the installer, so strict install raises (and the decode
-    checks above ran against the untouched release)."""
-    synthetic = release(drift.EDITS_BY_NAME["decode-swap-scales"], core_text, tmp_path_factory)
-    report = server.run(synthetic.site, f"{CHECKS}:check_release")
+    """The catalogue's 'unsupported' and 'refused' states exist: a parameter
+    swap is a signature mismatch for the installer, so the implicit install
+    leaves flashinfer untouched and a strict install raises (and the decode
+    checks above ran against the untouched release in both states)."""
+    _, report = report_for(drift.EDITS_BY_NAME["decode-swap-scales"], server, core_text, tmp_path_factory)
     assert report["strict_install"].startswith("SignatureMismatchError: ")
     assert set(report["decode"]) == {"implicit", "uninstalled", "refused"}
+    # the implicit install refused it too: mla_decode ran on the unsupported, untouched release
+    assert report["state_implicit"] == "unsupported"
 
 
 # installer.py still uses a fixed stacklevel; it switches to fi_compat.errors.warn
