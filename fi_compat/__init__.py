@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import (
+    DefaultMismatchWarning,
     FiCompatError,
     FiCompatWarning,
     SignatureMismatchError,
@@ -45,6 +46,7 @@ __all__ = [
     "build_mla_decode_tuning_config",
     "apply_max_seq_len_policy",
     "detect_release",
+    "DefaultMismatchWarning",
     "FiCompatError",
     "FiCompatWarning",
     "SignatureMismatchError",

@@ -171,6 +171,39 @@ def _builder_round(fi_compat: Any, core: Any, torch: Any, start: int) -> dict:
     return results
 
 
+def _transparent_round(fi_compat: Any, core: Any, host: Any, torch: Any) -> dict:
+    """Transparent mode, where the installer accepts the release: a caller of
+    the patched ``flashinfer.mla`` attribute writes TensorRT-LLM's call for
+    the *installed* signature (positional in its order, keywords after)."""
+    import flashinfer.mla
+
+    fi_compat.install(transparent=True)
+    state = fi_compat.status()["state"]
+    if state != "installed":
+        fi_compat.uninstall()
+        return {"state": state}
+    t = decode_inputs(torch, page_size=32, width=64)
+    values = dict(query=t["query"], kv_cache=t["kv_cache"], workspace_buffer=t["workspace_buffer"], qk_nope_head_dim=128,
+                  kv_lora_rank=512, qk_rope_head_dim=64, block_tables=t["block_tables"], seq_lens=t["seq_lens"],
+                  max_seq_len=600, sparse_mla_top_k=0, out=t["out"], bmm1_scale=BMM1, bmm2_scale=BMM2, sinks=None,
+                  skip_softmax_threshold_scale_factor=None, enable_pdl=False, backend="trtllm-gen", is_var_seq=True,
+                  uses_shared_paged_kv_idx=False)
+    target = _flashinfer_function(core, DECODE.name)
+    installed = inspect.signature(target).parameters
+    positional = []
+    for name, parameter in installed.items():
+        if name not in values or parameter.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD or len(positional) >= 16:
+            break
+        positional.append(name)
+    keywords = {n: values[n] for n in values if n in installed and n not in positional}
+    given = {n: values[n] for n in [*positional, *keywords]}
+    patched = getattr(flashinfer.mla, DECODE.name)
+    outcome = observe(lambda: patched(*[values[n] for n in positional], **keywords), target, DECODE, given,
+                      host.recorder)
+    fi_compat.uninstall()
+    return {"state": state, "positional": positional, "outcome": outcome}
+
+
 # --------------------------------------------------------------------------- entry points (run in the child)
 
 
@@ -208,6 +241,7 @@ def check_release(strict_refusal: bool = True) -> dict:
                 report["strict_install"] = f"{type(exc).__name__}: {exc}"
                 report["decode"]["refused"] = _decode_round(fi_compat, core, host, torch, 500)
                 report["state_refused"] = fi_compat.status()["state"]
+        report["transparent"] = _transparent_round(fi_compat, core, host, torch)
     report["warnings"] = [
         {"category": w.category.__name__, "filename": w.filename, "lineno": w.lineno, "message": str(w.message)}
         for w in caught if issubclass(w.category, fi_compat.FiCompatWarning)

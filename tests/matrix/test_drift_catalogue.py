@@ -45,6 +45,10 @@ EXPECTED: dict[str, tuple[dict, dict]] = {
     "builder-rename-max-seq-len": ({}, {"*": (SIGNATURE, "'max_seq_len', which the call API requires")}),
     "builder-renamed": ({}, {"*": (SIGNATURE, "_build_mla_decode_tuning_config is missing")}),
 }
+# The installer accepts these releases, and a transparent-mode caller's positional
+# order (written for the installed signature) differs from the newest one past
+# some point: the patched attribute must re-key it by the installed names.
+TRANSPARENT_EXERCISED = ("decode-remove-sinks",)
 DEFAULT_CHANGED = {"decode-new-default": "'bmm2_scale' defaults to 2.0", "builder-new-default": "'cute_dsl_impl' defaults"}
 
 
@@ -116,6 +120,11 @@ def test_synthetic_release_binds_by_name_or_raises_before_flashinfer(edit, serve
     for form, outcome in report["builder"]["implicit"].items():  # through fi_compat's memo when installed
         if ("raised" in outcome) != (_expected(builder_table, form) != "ok"):
             problems.append(f"builder implicit {form}: {outcome}")
+    transparent = report["transparent"]
+    if "outcome" in transparent:
+        problems += _check_round("transparent", "installed-order", {"trtllm-positional": transparent["outcome"]}, {})
+    if edit.name in TRANSPARENT_EXERCISED:
+        assert transparent["state"] == "installed", transparent
     assert problems == [], "\n".join(problems)
     # an explicit uninstall or a refused strict install is never undone by the call API
     assert report["state_uninstalled"] == "not-installed"
