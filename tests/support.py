@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from types import ModuleType
 from typing import Any
@@ -146,7 +147,6 @@ def entry_arguments(function: Any) -> "contextlib.AbstractContextManager[list[di
     under ``functools.wraps``/``functools.cache``/wrapt proxies).  A list of
     ``name -> value`` dicts, one per call, for asserting that every value
     reached the parameter of its name."""
-    import contextlib
     import inspect
 
     code = inspect.unwrap(function).__code__
