@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import (
+    DefaultMismatchWarning,
     FiCompatError,
     FiCompatWarning,
     SignatureMismatchError,
@@ -48,6 +49,7 @@ __all__ = [
     "apply_max_seq_len_policy",
     "detect_release",
     "doctor_report",
+    "DefaultMismatchWarning",
     "FiCompatError",
     "FiCompatWarning",
     "SignatureMismatchError",

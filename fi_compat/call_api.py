@@ -1,110 +1,71 @@
 """The stable call API: :func:`mla_decode` and :func:`build_mla_decode_tuning_config`.
 
-Both take the newest supported release's parameters (0.7.4) and map them onto
-whatever release is installed:
+Both take the newest supported release's parameters (0.7.4's, from
+:mod:`fi_compat.specs`) and call whatever release is installed **by name**
+(:mod:`fi_compat.binding`): every value reaches the installed parameter of
+that name, positionally only over the prefix where the installed order is
+proven the same, by keyword after it.  A keyword the installed release lacks
+is dropped at its default and raises
+:class:`~fi_compat.errors.UnsupportedFeatureError` otherwise; a signature
+that cannot be bound by name raises
+:class:`~fi_compat.errors.SignatureMismatchError`; a duplicate, unknown or
+missing argument raises ``TypeError`` from fi_compat, the same on every
+release.  ``max_seq_len`` is validated (:func:`fi_compat.policy.check_max_seq_len`),
+then rewritten by the max_seq_len policy.
 
-* positional arguments keep their meaning: every release appends new
-  parameters after 0.6.13's 22, so a prefix of the newest order is valid
-  everywhere up to the installed release's length;
-* a parameter the installed release lacks is dropped when it carries its
-  default, and raises :class:`~fi_compat.errors.UnsupportedFeatureError`
-  (naming the keyword, the release that added it and the installed one)
-  otherwise: never a ``TypeError`` from inside flashinfer;
-* ``max_seq_len`` is validated, then rewritten by the max_seq_len policy
-  (``fi_compat.policy``).
+The call API installs fi_compat on first use through
+:func:`fi_compat.installer.ensure_installed`, which never overrides an
+explicit ``install()``/``uninstall()``: after an ``uninstall()`` or a refused
+strict install the calls go to the unpatched flashinfer function, still bound
+by name and gated.
 
-Cost on the hot path: a few dictionary and set operations (about a
-microsecond; ``benchmarks/decode_overhead.py`` measures it against a direct
-call).
+Cost on the hot path: a dictionary get, an integer compare and one or two
+frozenset subset tests over a direct call (``benchmarks/decode_overhead.py``).
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import sys
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from . import installer, transparent
-from .specs import CORE_MODULE, DECODE, TUNING_CONFIG_BUILDER
+from .binding import Binding
 from .config import check_policy
-from .errors import UnsupportedFeatureError
+from .errors import DefaultMismatchWarning, warn
 from .policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
+from .specs import CORE_MODULE, DECODE, TUNING_CONFIG_BUILDER, FunctionSpec
 
-_NO_DEFAULT = inspect.Parameter.empty
+logger = logging.getLogger("fi_compat")
 
 # Everything below derives from the one description in fi_compat.specs.
 DECODE_DEFAULTS: dict[str, Any] = DECODE.defaults()
 DECODE_ORDER: tuple[str, ...] = DECODE.names
-DECODE_KEYWORD_ADDED_IN: dict[str, str] = DECODE.added_in_map()
 MAX_SEQ_LEN_INDEX = DECODE_ORDER.index("max_seq_len")
-
+KV_CACHE_INDEX = DECODE_ORDER.index("kv_cache")
+BLOCK_TABLES_INDEX = DECODE_ORDER.index("block_tables")
 BUILDER_ORDER: tuple[str, ...] = TUNING_CONFIG_BUILDER.names
-BUILDER_DEFAULTS: dict[str, Any] = TUNING_CONFIG_BUILDER.defaults()
-BUILDER_KEYWORD_ADDED_IN: dict[str, str] = TUNING_CONFIG_BUILDER.added_in_map()
 BUILDER_MAX_SEQ_LEN_INDEX = BUILDER_ORDER.index("max_seq_len")
 
-
-def _is_default(value: Any, default: Any) -> bool:
-    # Never compare tensors with ==: only plain scalars count as "the default".
-    if value is default:
-        return True
-    return type(value) in (int, float, str, bool) and type(value) is type(default) and value == default
-
-
-class _Mapping:
-    """How the newest signature maps onto one installed function."""
-
-    def __init__(self, function: Callable, newest_order: tuple[str, ...], defaults: dict[str, Any],
-                 added_in: dict[str, str], release: Optional[str], generation: int, policy: str) -> None:
-        self.function = function
-        self.generation = generation
-        self.policy = policy
-        parameters = inspect.signature(function).parameters
-        self.accepted = frozenset(parameters)
-        self.positional_limit = sum(
-            1 for p in parameters.values()
-            if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        )
-        self.newest_order = newest_order
-        self.defaults = defaults
-        self.added_in = added_in
-        self.release = release
-
-    def split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        """Gate arguments the installed release lacks; returns what to pass."""
-        if len(args) > self.positional_limit:
-            if len(args) > len(self.newest_order):
-                raise TypeError(
-                    f"takes at most {len(self.newest_order)} positional arguments ({len(args)} given)"
-                )
-            extra = dict(zip(self.newest_order[self.positional_limit:], args[self.positional_limit:]))
-            args = args[: self.positional_limit]
-            kwargs = {**extra, **kwargs}
-        if kwargs.keys() <= self.accepted:
-            return args, kwargs
-        kept = {}
-        for name, value in kwargs.items():
-            if name in self.accepted:
-                kept[name] = value
-            elif name in self.defaults:
-                if not _is_default(value, self.defaults[name]):
-                    raise UnsupportedFeatureError(name, self.added_in.get(name), self.release)
-            else:
-                raise TypeError(
-                    f"unexpected keyword argument {name!r}; accepted: {', '.join(self.newest_order)}"
-                )
-        return args, kept
-
+DECODE_KIND = "decode"
+BUILDER_KIND = "builder"
+_KINDS: dict[str, tuple[FunctionSpec, str]] = {
+    DECODE_KIND: (DECODE, "fi_compat.mla_decode"),
+    BUILDER_KIND: (TUNING_CONFIG_BUILDER, "fi_compat.build_mla_decode_tuning_config"),
+}
 
 _lock = threading.Lock()
-_mappings: dict[str, _Mapping] = {}
+#: kind -> the Binding for the current installer generation.  The name is
+#: kept for benchmarks/decode_overhead.py, which swaps ``.function``.
+_mappings: dict[str, Binding] = {}
 
 
 def _renew_lock_after_fork() -> None:
     # Held by another thread at fork time, the lock would stay held forever in
-    # the child (that thread does not exist there) and the next mapping
+    # the child (that thread does not exist there) and the next binding
     # rebuild, e.g. after an uninstall/install in the child, would deadlock.
     global _lock
     _lock = threading.Lock()
@@ -128,45 +89,69 @@ def _core_module() -> Any:
     return module
 
 
-def _mapping(kind: str) -> _Mapping:
-    """The mapping for the installed release, rebuilt when install state changes."""
-    mapping = _mappings.get(kind)
-    if mapping is not None and mapping.generation == installer.generation():
-        return mapping
-    state = installer.ensure_installed()
+def _binding(kind: str) -> Binding:
+    """The binding for the installed release, rebuilt when the installer's
+    generation moves.  Installs on first use (never over an explicit choice);
+    warns once per build about default differences.  Raises the binding's
+    ``SignatureMismatchError`` when the installed function cannot be bound."""
+    binding = _mappings.get(kind)
+    if binding is not None and binding.generation == installer.generation():
+        return binding
+    installer.ensure_installed()
+    built = False
     with _lock:
-        generation = state.generation
-        core = _core_module()
-        release = None if state.release is None else str(state.release)
-        policy = state.setting("max_seq_len_policy")
-        if kind == "decode":
-            target = transparent.unwrap(getattr(core, DECODE.name))
-            mapping = _Mapping(target, DECODE_ORDER, DECODE_DEFAULTS, DECODE_KEYWORD_ADDED_IN, release,
-                               generation, policy)
-        else:
-            mapping = _Mapping(getattr(core, TUNING_CONFIG_BUILDER.name), BUILDER_ORDER, BUILDER_DEFAULTS,
-                               BUILDER_KEYWORD_ADDED_IN, release, generation, policy)
-        _mappings[kind] = mapping
-        return mapping
+        core = _core_module()  # importing flashinfer may run fi_compat's post-import hook
+        state = installer.snapshot()
+        binding = _mappings.get(kind)
+        if binding is None or binding.generation != state.generation:
+            spec, api_name = _KINDS[kind]
+            release = state.release
+            if release is None:
+                from .release_detection import detect_release  # noqa: PLC0415  (rare: nothing installed)
+
+                release = detect_release()
+            function = getattr(core, spec.name, None)
+            if kind == DECODE_KIND and function is not None:
+                function = transparent.unwrap(function)
+            binding = Binding(spec, function, api_name=api_name, release=str(release),
+                              generation=state.generation, policy=state.setting("max_seq_len_policy"))
+            _mappings[kind] = binding
+            built = True
+    message = binding.difference_message() if built else None
+    if message is not None:
+        logger.warning("fi_compat: %s", message)
+        warn(message, DefaultMismatchWarning)
+    if binding.error is not None:
+        raise binding.error
+    return binding
 
 
 _MISSING = object()
 
 
-def _max_seq_len_of(args: tuple, kwargs: dict) -> int:
-    """The call's max_seq_len, validated (``ValueError``/``TypeError`` otherwise)."""
-    value = args[MAX_SEQ_LEN_INDEX] if len(args) > MAX_SEQ_LEN_INDEX else kwargs.get("max_seq_len", _MISSING)
-    if type(value) is int and 0 < value <= MAX_SEQ_LEN_LIMIT:
-        return value
-    if value is _MISSING:
-        raise TypeError("missing required argument 'max_seq_len'")
-    return check_max_seq_len(value)  # raises, naming the accepted range
+def _validated_max_seq_len(args: tuple, kwargs: dict, index: int, api_name: str) -> tuple[tuple, dict, int]:
+    """The call's max_seq_len as a plain int in range, written back into the
+    call when it was another integer type; ``ValueError``/``TypeError`` otherwise."""
+    if len(args) > index:
+        value = check_max_seq_len(args[index])
+        if value is not args[index]:
+            args = args[:index] + (value,) + args[index + 1:]
+        return args, kwargs, value
+    raw = kwargs.get("max_seq_len", _MISSING)
+    if raw is _MISSING:
+        raise TypeError(f"{api_name}() missing required argument 'max_seq_len'")
+    value = check_max_seq_len(raw)
+    if value is not raw:
+        kwargs = {**kwargs, "max_seq_len": value}
+    return args, kwargs, value
 
 
 def _apply_policy(args: tuple, kwargs: dict, value: int, policy: str) -> tuple[tuple, dict]:
-    """Rewrite max_seq_len under a non-exact policy."""
-    kv_cache = args[1] if len(args) > 1 else kwargs["kv_cache"]
-    block_tables = args[6] if len(args) > 6 else kwargs["block_tables"]
+    """Rewrite max_seq_len under a non-exact policy (shapes are read, never data)."""
+    kv_cache = args[KV_CACHE_INDEX] if len(args) > KV_CACHE_INDEX else kwargs.get("kv_cache")
+    block_tables = args[BLOCK_TABLES_INDEX] if len(args) > BLOCK_TABLES_INDEX else kwargs.get("block_tables")
+    if kv_cache is None or block_tables is None:
+        return args, kwargs  # binding reports the missing argument
     page_size = int(kv_cache.shape[-2])
     new_value = apply_max_seq_len_policy(
         value, policy=policy, page_size=page_size, capacity=int(block_tables.shape[-1]) * page_size
@@ -184,53 +169,75 @@ def mla_decode(*args: Any, max_seq_len_policy: Optional[str] = None, **kwargs: A
     Takes 0.7.4's parameters (see ``inspect.signature(mla_decode)``),
     positionally or by keyword, plus the keyword-only ``max_seq_len_policy``
     (``exact``, ``bucket`` or ``capacity``; default from ``install()`` or
-    ``FI_COMPAT_MAX_SEQ_LEN_POLICY``).  Installs fi_compat on first use if it
-    is not installed.  Raises ``ValueError`` for an invalid ``max_seq_len``
-    or policy and :class:`~fi_compat.errors.UnsupportedFeatureError` for a
-    non-default keyword the installed release lacks, before flashinfer runs.
+    ``FI_COMPAT_MAX_SEQ_LEN_POLICY``), and passes each value to the installed
+    parameter of that name.  Installs fi_compat on first use unless the
+    process chose otherwise.  Raises, before flashinfer runs: ``ValueError``
+    for a ``max_seq_len`` that is not an integer in 1..2**31-1 or an unknown
+    policy; ``TypeError`` for a duplicate, unknown or missing argument;
+    :class:`~fi_compat.errors.UnsupportedFeatureError` for a non-default
+    keyword the installed release lacks;
+    :class:`~fi_compat.errors.SignatureMismatchError` when the installed
+    function cannot be bound by name.
 
-    Cost: about a microsecond over a direct call (``benchmarks/decode_overhead.py``);
-    the common path is inlined here for that reason.
+    Cost: a few dict/set operations over a direct call
+    (``benchmarks/decode_overhead.py``); the common path is inlined here.
     """
-    mapping = _mappings.get("decode")
-    if mapping is None or mapping.generation != installer.generation():
-        mapping = _mapping("decode")
-    value = _max_seq_len_of(args, kwargs)
-    if max_seq_len_policy is not None:
-        policy = check_policy(max_seq_len_policy, "max_seq_len_policy")
-    else:
-        policy = mapping.policy
+    binding = _mappings.get(DECODE_KIND)
+    if binding is None or binding.generation != installer.generation():
+        binding = _binding(DECODE_KIND)
+    count = len(args)
+    value = args[MAX_SEQ_LEN_INDEX] if count > MAX_SEQ_LEN_INDEX else kwargs.get("max_seq_len", _MISSING)
+    if type(value) is not int or not 0 < value <= MAX_SEQ_LEN_LIMIT:
+        args, kwargs, value = _validated_max_seq_len(args, kwargs, MAX_SEQ_LEN_INDEX, binding.api_name)
+    policy = binding.policy if max_seq_len_policy is None else check_policy(max_seq_len_policy, "max_seq_len_policy")
     if policy != "exact":
         args, kwargs = _apply_policy(args, kwargs, value, policy)
-    if len(args) > mapping.positional_limit or not kwargs.keys() <= mapping.accepted:
-        args, kwargs = mapping.split(args, kwargs)
-    return mapping.function(*args, **kwargs)
+    if count <= binding.direct_limit and kwargs.keys() <= binding.direct_keywords[count] and (
+            count >= binding.required_count or binding.required_after[count] <= kwargs.keys()):
+        return binding.function(*args, **kwargs)
+    return binding.call(args, kwargs)
 
 
 def build_mla_decode_tuning_config(*args: Any, **kwargs: Any) -> Any:
     """flashinfer's MLA decode tuning-config builder on any supported release,
-    through fi_compat's bounded memo.  Takes 0.7.4's parameters
-    (``inspect.signature`` shows them); gating as for :func:`mla_decode`.
-    ``max_seq_len`` is validated and passed as given."""
-    mapping = _mapping("builder")
-    if len(args) > BUILDER_MAX_SEQ_LEN_INDEX:
-        check_max_seq_len(args[BUILDER_MAX_SEQ_LEN_INDEX])
-    elif "max_seq_len" in kwargs:
-        check_max_seq_len(kwargs["max_seq_len"])
-    args, kwargs = mapping.split(args, kwargs)
-    return mapping.function(*args, **kwargs)
+    through fi_compat's bounded memo when installed.  Takes 0.7.4's parameters
+    (``inspect.signature`` shows them), bound by name and gated as for
+    :func:`mla_decode`; ``max_seq_len`` is validated and passed as given.
+    A release without the builder raises
+    :class:`~fi_compat.errors.SignatureMismatchError`."""
+    binding = _mappings.get(BUILDER_KIND)
+    if binding is None or binding.generation != installer.generation():
+        binding = _binding(BUILDER_KIND)
+    if len(args) > BUILDER_MAX_SEQ_LEN_INDEX or "max_seq_len" in kwargs:
+        args, kwargs, _ = _validated_max_seq_len(args, kwargs, BUILDER_MAX_SEQ_LEN_INDEX, binding.api_name)
+    count = len(args)
+    if count <= binding.direct_limit and kwargs.keys() <= binding.direct_keywords[count] and (
+            count >= binding.required_count or binding.required_after[count] <= kwargs.keys()):
+        return binding.function(*args, **kwargs)
+    return binding.call(args, kwargs)
 
 
-def _signature(order: tuple[str, ...], defaults: dict[str, Any], extra: tuple[inspect.Parameter, ...] = ()) -> inspect.Signature:
+def _signature(spec: FunctionSpec, extra: tuple[inspect.Parameter, ...] = ()) -> inspect.Signature:
     parameters = [
-        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults.get(name, _NO_DEFAULT))
-        for name in order
+        inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                          default=inspect.Parameter.empty if p.required else p.default)
+        for p in spec.params
     ]
     return inspect.Signature(parameters + list(extra))
 
 
 mla_decode.__signature__ = _signature(  # type: ignore[attr-defined]
-    DECODE_ORDER, DECODE_DEFAULTS,
-    (inspect.Parameter("max_seq_len_policy", inspect.Parameter.KEYWORD_ONLY, default=None),),
-)
-build_mla_decode_tuning_config.__signature__ = _signature(BUILDER_ORDER, BUILDER_DEFAULTS)  # type: ignore[attr-defined]
+    DECODE, (inspect.Parameter("max_seq_len_policy", inspect.Parameter.KEYWORD_ONLY, default=None),))
+build_mla_decode_tuning_config.__signature__ = _signature(TUNING_CONFIG_BUILDER)  # type: ignore[attr-defined]
+
+
+def mla_decode_in_installed_order(*args: Any, **kwargs: Any) -> Any:
+    """:func:`mla_decode` for a call written against the *installed* function's
+    positional order (transparent mode: the caller called flashinfer), which past
+    the prefix shared with the newest order may differ."""
+    binding = _mappings.get(DECODE_KIND)
+    if binding is None or binding.generation != installer.generation():
+        binding = _binding(DECODE_KIND)
+    if len(args) > binding.prefix:
+        args, kwargs = binding.from_installed_order(args, kwargs)
+    return mla_decode(*args, **kwargs)

@@ -47,19 +47,26 @@ def parse_bool(raw: str, what: str) -> bool:
     )
 
 
+_ASCII_WHITESPACE = " \t\n\r\f\v"
+
+
 def check_cache_size(value: object, what: str) -> int:
+    """An ``int`` in ``1 .. MAX_CACHE_SIZE``, or a string of ASCII digits
+    naming one (surrounding ASCII whitespace is ignored, as a shell or a
+    ``.env`` file may leave it).  Signs, underscores, other scripts' digits
+    (``int()`` would take ``'+5'``, ``'1_000'`` and ``'٣'``) and non-integers
+    raise ``ValueError`` naming ``what`` and what is accepted."""
+    accepted = f"accepted: an integer from 1 to {MAX_CACHE_SIZE}"
     if isinstance(value, str):
-        try:
-            value = int(value.strip(), 10)
-        except ValueError:
+        digits = value.strip(_ASCII_WHITESPACE)
+        if not (digits.isascii() and digits.isdigit()):
             raise ValueError(
-                f"{what}={value!r} is not an integer; accepted: an integer from 1 to {MAX_CACHE_SIZE}"
-            ) from None
+                f"{what}={value!r} is not an integer; {accepted}, written with the digits 0-9 only "
+                "(no sign, underscore or decimal point; surrounding spaces are ignored)"
+            )
+        value = int(digits, 10)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(
-            f"{what}={value!r} ({type(value).__name__}) is not an integer; "
-            f"accepted: an integer from 1 to {MAX_CACHE_SIZE}"
-        )
+        raise ValueError(f"{what}={value!r} ({type(value).__name__}) is not an integer; {accepted}")
     if not 1 <= value <= MAX_CACHE_SIZE:
         raise ValueError(f"{what}={value} is out of range; accepted: 1 to {MAX_CACHE_SIZE}")
     return value
@@ -110,4 +117,27 @@ def resolve_all(environ: Mapping[str, str] | None = None, **arguments: object) -
     unknown = set(arguments) - set(_SPECS)
     if unknown:
         raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}; accepted: {', '.join(_SPECS)}")
-    return {name: resolve(name, arguments.get(name), environ) for name in _SPECS}
+    settings = {name: resolve(name, arguments.get(name), environ) for name in _SPECS}
+    check_consistent(settings)
+    return settings
+
+
+def _spelled(setting: Setting) -> str:
+    if setting.source == "argument":
+        return f"{setting.name}={setting.value!r} (install() argument)"
+    return f"{setting.env_var}={'1' if setting.value else '0'} ({setting.source})"
+
+
+def check_consistent(settings: Mapping[str, Setting]) -> None:
+    """Refuse settings that contradict each other (``ValueError`` naming both).
+
+    ``strict`` asks for "patch flashinfer or raise"; ``FI_COMPAT_DISABLE``
+    asks for "leave flashinfer alone".  Honouring either silently would break
+    the other's promise, so both together are an error, wherever each came from."""
+    disable, strict = settings["disable"], settings["strict"]
+    if disable.value and strict.value:
+        raise ValueError(
+            f"{_spelled(disable)} contradicts {_spelled(strict)}: strict mode promises flashinfer is "
+            "patched or an error is raised, FI_COMPAT_DISABLE promises it is left untouched. "
+            "Unset FI_COMPAT_DISABLE to use fi_compat, or drop strict to keep it disabled."
+        )

@@ -6,6 +6,8 @@ Each message says what was found and what to do next.  Catch
 
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Sequence
 
 
@@ -54,15 +56,26 @@ class SignatureMismatchError(FiCompatError):
 class UnsupportedFeatureError(FiCompatError):
     """A keyword of the stable call API does not exist in the installed release."""
 
-    def __init__(self, keyword: str, added_in: str | None, release: str | None) -> None:
+    def __init__(self, keyword: str, added_in: str | None, release: str | None,
+                 qualname: str | None = None) -> None:
         self.keyword = keyword
         self.added_in = added_in
         self.release = release
-        since = f"was added in flashinfer-python {added_in}" if added_in else "is unknown to"
-        super().__init__(
-            f"keyword {keyword!r} {since}; the installed release is {release}. "
-            f"Upgrade flashinfer-python (>= {added_in}) or leave {keyword!r} at its default."
-        )
+        self.qualname = qualname
+        if added_in:
+            message = (
+                f"keyword {keyword!r} was added in flashinfer-python {added_in}; the installed release is "
+                f"{release}. Upgrade flashinfer-python (>= {added_in}) or leave {keyword!r} at its default."
+            )
+        else:
+            # Every release fi_compat knows has it: this one renamed or removed it.
+            where = f"{qualname} in " if qualname else ""
+            message = (
+                f"keyword {keyword!r} is not a parameter of {where}the installed flashinfer-python {release} "
+                f"(renamed or removed; every release fi_compat knows has it). Leave {keyword!r} at its "
+                "default, or pin a release listed in docs/compatibility.md."
+            )
+        super().__init__(message)
 
 
 class FiCompatWarning(UserWarning):
@@ -77,29 +90,48 @@ class UnsupportedReleaseWarning(FiCompatWarning):
     """Nothing matches the installed release; flashinfer was left untouched."""
 
 
-def _internal_prefixes() -> tuple[str, ...]:
-    import os
+class DefaultMismatchWarning(FiCompatWarning):
+    """The installed release gives a parameter another default than fi_compat's
+    call API documents; the call API passes its own default explicitly."""
 
-    import wrapt
 
-    return tuple(os.path.join(os.path.dirname(os.path.abspath(m.__file__)), "") for m in (wrapt,)) + (
-        os.path.join(os.path.dirname(os.path.abspath(__file__)), ""),
-    )
+#: Top-level packages whose frames a warning never points at: fi_compat itself,
+#: wrapt (proxies, post-import hooks) and the import machinery.
+_INTERNAL_PACKAGES = frozenset({"fi_compat", "wrapt", "importlib"})
+
+
+def _is_internal(frame: object) -> bool:
+    name = frame.f_globals.get("__name__") or ""  # type: ignore[attr-defined]
+    return name.partition(".")[0] in _INTERNAL_PACKAGES
+
+
+def _skipped_by_warnings(frame: object) -> bool:
+    # warnings.warn does not count these frames when it walks ``stacklevel``
+    # (CPython's own rule for the frozen import machinery); neither may we.
+    filename = frame.f_code.co_filename  # type: ignore[attr-defined]
+    return "importlib" in filename and "_bootstrap" in filename
+
+
+def user_stacklevel(skip: int = 1) -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` call in the function
+    ``skip`` frames above this one point at the first frame outside fi_compat,
+    wrapt and importlib: the user's call or ``import`` line.
+
+    Cost: one step per frame walked (a few microseconds); warnings are rare."""
+    frame = sys._getframe(skip)  # the function that calls warnings.warn: stacklevel 1
+    level = 1
+    while frame is not None and _is_internal(frame):
+        frame = frame.f_back
+        while frame is not None and _skipped_by_warnings(frame):
+            frame = frame.f_back
+        level += 1
+    return level
 
 
 def warn(message: str, category: type[Warning]) -> None:
-    """``warnings.warn`` attributed to the user's line: the first frame outside
-    fi_compat, wrapt and the import machinery (an import hook fires deep inside
-    ``import flashinfer``, where a fixed stack level would point at importlib)."""
-    import sys
-    import warnings
+    """``warnings.warn`` attributed to the user's line (see :func:`user_stacklevel`).
 
-    internal = _internal_prefixes()
-    frame = sys._getframe(1)
-    level = 2
-    while frame is not None and (
-        frame.f_code.co_filename.startswith(internal) or frame.f_code.co_filename.startswith("<frozen ")
-    ):
-        frame = frame.f_back
-        level += 1
-    warnings.warn(message, category, stacklevel=level)
+    Every fi_compat warning goes through here, so ``-W error`` and warning
+    filters by module see the caller's file, never ``sys:1`` or wrapt's
+    importer.  Never raises except as the warnings filters say."""
+    warnings.warn(message, category, stacklevel=user_stacklevel(skip=1))

@@ -23,23 +23,44 @@ be bitwise identical.  The policies:
 
 from __future__ import annotations
 
+import numbers
+
 from . import config
 
 MAX_SEQ_LEN_LIMIT = 2**31 - 1
+"""The largest ``max_seq_len`` fi_compat passes on.  flashinfer's host code
+accepts any Python ``int`` (0, negatives, bools and values past 2**63 all reach
+the launch, measured on 0.6.13, 0.6.15, 0.6.18 and 0.7.4), but the launcher
+stores it in a 32-bit ``int`` (``mMaxSeqLenKv`` in trtllm's
+``fmhaRunnerParams.h``), so a larger value wraps on the device, and 0.7.4's MLA
+planner requires ``0 < value <= INT_MAX`` itself (docs/design.md, "max_seq_len
+validation")."""
 BUCKET_BITS = 3
 """Significant bits of the page count kept by ``bucket``: four ladder values per doubling."""
 
 
 def check_max_seq_len(value: object, what: str = "max_seq_len") -> int:
-    """``value`` if it is an ``int`` in ``1 .. 2**31-1``, else ``ValueError``."""
+    """``value`` as a plain ``int`` if it is an integer in ``1 .. 2**31-1``, else ``ValueError``.
+
+    Integers of other types (``numpy.int64``, anything registered as
+    ``numbers.Integral``) are converted: flashinfer's own host code raises an
+    ``AttributeError`` on them in every release.  ``bool`` and tensors are
+    refused (a tensor would need a device sync; pass ``.item()``)."""
     if type(value) is int and 0 < value <= MAX_SEQ_LEN_LIMIT:
         return value
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        hint = "; for a tensor pass .item()" if hasattr(value, "dim") else ""
         raise ValueError(
             f"{what}={value!r} ({type(value).__name__}) is not an int; accepted: an int from 1 to {MAX_SEQ_LEN_LIMIT} "
-            "(the maximum KV length of the batch)"
+            f"(the maximum KV length of the batch){hint}"
         )
-    raise ValueError(f"{what}={value} is out of range; accepted: 1 to {MAX_SEQ_LEN_LIMIT}")
+    number = int(value)
+    if not 0 < number <= MAX_SEQ_LEN_LIMIT:
+        raise ValueError(
+            f"{what}={number} is out of range; accepted: 1 to {MAX_SEQ_LEN_LIMIT} (flashinfer's kernels keep it in "
+            "a 32-bit int, and a decode batch holds at least one token)"
+        )
+    return number
 
 
 def _check_positive(value: object, what: str) -> int:

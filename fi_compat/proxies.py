@@ -10,6 +10,8 @@ numbers of flashinfer's inner ``functools.cache`` that a plain
 
 from __future__ import annotations
 
+import operator
+import sys
 from functools import _CacheInfo  # the namedtuple functools.lru_cache returns
 from typing import Any, Callable, Hashable, Optional
 
@@ -53,6 +55,29 @@ class FiCompatProxy(wrapt.FunctionWrapper):
 
     def fi_compat_deactivate(self) -> None:
         self._self_switch.active = False
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        """Pickle by reference, as a plain function pickles: the original's
+        module and qualified name, so unpickling returns whatever that
+        attribute is then (this proxy while installed, the original after
+        ``uninstall()``).
+
+        A proxy that is the attribute there pickles as that name; one that is
+        not (a transparent-mode proxy on a re-export) pickles as its original,
+        which is.  Anything else raises ``pickle.PicklingError`` exactly as a
+        plain function that was replaced would."""
+        original = self.__wrapped__
+        module = sys.modules.get(getattr(original, "__module__", None) or "")
+        qualname = getattr(original, "__qualname__", None)
+        current: Any = module
+        for part in (qualname or "").split("."):
+            current = getattr(current, part, None)
+        if qualname is not None and current is self:
+            return qualname  # pickle's own by-name path checks module.qualname is self
+        return operator.getitem, ((original,), 0)
+
+    def __reduce__(self) -> Any:
+        return self.__reduce_ex__(2)
 
 
 class MemoizedFunction(FiCompatProxy):

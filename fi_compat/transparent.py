@@ -26,9 +26,9 @@ from .specs import DECODE
 
 
 def _route(wrapped: Callable, args: tuple, kwargs: dict) -> Any:
-    from .call_api import mla_decode
+    from .call_api import mla_decode_in_installed_order
 
-    return mla_decode(*args, **kwargs)
+    return mla_decode_in_installed_order(*args, **kwargs)
 
 
 def _holders(original: Any) -> tuple[tuple[Any, str], ...]:

@@ -24,7 +24,7 @@ import tempfile
 import types
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 from packaging.version import Version
 
@@ -272,7 +272,17 @@ ROWS: list[Row] = [
     Row("env-cache-size-zero", "FI_COMPAT_CACHE_SIZE", "'0'", install(), "ValueError",
         "FI_COMPAT_CACHE_SIZE=0 is out of range", env={"FI_COMPAT_CACHE_SIZE": "0"}),
     Row("env-cache-size-negative", "FI_COMPAT_CACHE_SIZE", "'-5'", install(), "ValueError",
-        "FI_COMPAT_CACHE_SIZE=-5 is out of range", env={"FI_COMPAT_CACHE_SIZE": "-5"}),
+        "FI_COMPAT_CACHE_SIZE='-5' is not an integer; accepted: an integer from 1 to 1048576, written with the "
+        "digits 0-9 only", env={"FI_COMPAT_CACHE_SIZE": "-5"}),
+    Row("env-cache-size-underscore", "FI_COMPAT_CACHE_SIZE", "'1_000'", install(), "ValueError",
+        "FI_COMPAT_CACHE_SIZE='1_000' is not an integer", env={"FI_COMPAT_CACHE_SIZE": "1_000"}),
+    Row("env-cache-size-plus", "FI_COMPAT_CACHE_SIZE", "'+5'", install(), "ValueError",
+        "FI_COMPAT_CACHE_SIZE='+5' is not an integer", env={"FI_COMPAT_CACHE_SIZE": "+5"}),
+    Row("env-cache-size-other-digits", "FI_COMPAT_CACHE_SIZE", "'\u0663' (Arabic-Indic three)", install(),
+        "ValueError", "FI_COMPAT_CACHE_SIZE='\u0663' is not an integer", env={"FI_COMPAT_CACHE_SIZE": "\u0663"}),
+    Row("env-disable-with-strict", "FI_COMPAT_DISABLE", "'1' with install(strict=True)", install(strict=True),
+        "ValueError", "FI_COMPAT_DISABLE=1 (environment) contradicts strict=True (install() argument)",
+        env={"FI_COMPAT_DISABLE": "1"}),
     Row("env-policy", "FI_COMPAT_MAX_SEQ_LEN_POLICY", "'round'", install(), "ValueError",
         "FI_COMPAT_MAX_SEQ_LEN_POLICY='round' is not a max_seq_len policy",
         env={"FI_COMPAT_MAX_SEQ_LEN_POLICY": "round"}),
@@ -306,6 +316,28 @@ ROWS: list[Row] = [
         "TypeError", "unexpected keyword argument 'max_kv_len'; accepted: query, kv_cache"),
     Row("decode-too-many-positional", "mla_decode()", "34 positional arguments", mla_decode(*decode_args(), *[None] * 25),
         "TypeError", "takes at most 33 positional arguments (34 given)"),
+    Row("decode-duplicate-argument", "mla_decode()", "bmm1_scale positionally and by keyword",
+        mla_decode(*decode_args(), 0, None, 1.0, bmm1_scale=0.5), "TypeError",
+        "fi_compat.mla_decode() got multiple values for argument 'bmm1_scale': positional argument 12 and the "
+        "keyword bmm1_scale="),
+    Row("decode-missing-argument", "mla_decode()", "no seq_lens", mla_decode(*decode_args()[:7], max_seq_len=64),
+        "TypeError", "fi_compat.mla_decode() missing required argument 'seq_lens'"),
+    Row("decode-max-seq-len-tensor", "mla_decode()", "max_seq_len=<0-d tensor>",
+        mla_decode(*decode_args(fakes.Scalar(4096))), "ValueError", "is not an int; accepted: an int from 1 to 2147483647 (the maximum KV length of the batch); "
+        "for a tensor pass .item()"),
+    Row("decode-gained-required", "mla_decode()", "a release whose decode gained a required parameter",
+        mla_decode(*decode_args()), "SignatureMismatchError",
+        "trtllm_batch_decode_with_kv_cache_mla gained required parameter 'page_stride', which fi_compat does not "
+        "know", replace={"trtllm_batch_decode_with_kv_cache_mla": fakes.decode_gained_required}),
+    Row("decode-renamed-keyword", "mla_decode()", "bmm2_scale=0.5 on a release that renamed it",
+        mla_decode(*decode_args(), bmm2_scale=0.5), "UnsupportedFeatureError",
+        "keyword 'bmm2_scale' is not a parameter of flashinfer.mla._core.trtllm_batch_decode_with_kv_cache_mla in "
+        "the installed flashinfer-python 0.6.18 (renamed or removed",
+        replace={"trtllm_batch_decode_with_kv_cache_mla": fakes.decode_renamed_bmm2}),
+    Row("decode-new-default", "mla_decode()", "a release that changed bmm2_scale's default",
+        mla_decode(*decode_args()), "DefaultMismatchWarning",
+        "'bmm2_scale' defaults to 2.0 (the call API documents 1.0)",
+        replace={"trtllm_batch_decode_with_kv_cache_mla": fakes.decode_new_default}),
     Row("decode-unsupported-keyword", "mla_decode()", "multi_ctas_kv_counter_buffer=<tensor> on 0.6.13",
         mla_decode(*decode_args(), multi_ctas_kv_counter_buffer=fakes.Shaped(8)), "UnsupportedFeatureError",
         "keyword 'multi_ctas_kv_counter_buffer' was added in flashinfer-python 0.6.15; the installed release "
@@ -324,6 +356,9 @@ ROWS: list[Row] = [
         build(**builder_kwargs(sinks=fakes.Shaped(128))), "UnsupportedFeatureError",
         "keyword 'sinks' was added in flashinfer-python 0.6.16; the installed release is 0.6.13",
         release="0.6.13"),
+    Row("build-missing", "build_mla_decode_tuning_config()", "a release without the builder (renamed)",
+        build(**builder_kwargs()), "SignatureMismatchError",
+        "_build_mla_decode_tuning_config is missing (moved or removed)", replace={"_build_mla_decode_tuning_config": None}),
     # ---------------------------------------------------------------- apply_max_seq_len_policy()
     Row("policy-unknown", "apply_max_seq_len_policy()", "policy='fixed'",
         policy(100, policy="fixed", page_size=32, capacity=4096), "ValueError",

@@ -152,6 +152,26 @@ def _module(imports: str, *definitions: str) -> str:
     return imports.rstrip() + "\n\n\n" + "\n\n".join(d.rstrip() + "\n" for d in definitions if d)
 
 
+def decode_gained_required(query, kv_cache, workspace_buffer, qk_nope_head_dim, kv_lora_rank, qk_rope_head_dim,
+                           block_tables, seq_lens, max_seq_len, page_stride, sparse_mla_top_k=0, out=None,
+                           bmm1_scale=1.0, bmm2_scale=1.0):
+    return ("decoded", max_seq_len)
+
+
+def decode_renamed_bmm2(query, kv_cache, workspace_buffer, qk_nope_head_dim, kv_lora_rank, qk_rope_head_dim,
+                        block_tables, seq_lens, max_seq_len, sparse_mla_top_k=0, out=None, bmm1_scale=1.0,
+                        output_scale=1.0):
+    return ("decoded", max_seq_len)
+
+
+def decode_new_default(query, kv_cache, workspace_buffer, qk_nope_head_dim, kv_lora_rank, qk_rope_head_dim,
+                       block_tables, seq_lens, max_seq_len, sparse_mla_top_k=0, out=None, bmm1_scale=1.0,
+                       bmm2_scale=2.0):
+    return ("decoded", max_seq_len, bmm2_scale)
+
+
+
+
 @dataclass(frozen=True)
 class Drift:
     """One change to one function of a release: its ``def`` replaced (``source``),
@@ -400,6 +420,23 @@ class Shaped:
 
     def __init__(self, *shape: int) -> None:
         self.shape = shape
+
+
+class Scalar:
+    """A stand-in for a 0-d integer tensor: ``__index__`` and ``dim()`` as
+    torch has them, and (like a tensor) not a ``numbers.Integral``."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+    def dim(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"tensor({self.value})"
 
 
 #: Builder arguments (shapes are all the fake reads).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from types import ModuleType
 from typing import Any
@@ -137,4 +138,66 @@ def build_meta_config(core: Any, max_seq_len: int, width: int) -> Any:
         workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
         runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512,
         max_seq_len=max_seq_len, device=torch.device("cpu"),
+    )
+
+
+def entry_arguments(function: Any) -> "contextlib.AbstractContextManager[list[dict[str, Any]]]":
+    """Record what each call of ``function`` receives, parameter by parameter,
+    as its own frame sees it on entry (``sys.setprofile``; innermost function
+    under ``functools.wraps``/``functools.cache``/wrapt proxies).  A list of
+    ``name -> value`` dicts, one per call, for asserting that every value
+    reached the parameter of its name."""
+    import inspect
+
+    code = inspect.unwrap(function).__code__
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+
+    @contextlib.contextmanager
+    def recording():
+        seen: list[dict[str, Any]] = []
+        previous = sys.getprofile()
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code is code:
+                local = frame.f_locals
+                seen.append({name: local[name] for name in names if name in local})
+
+        sys.setprofile(profile)
+        try:
+            yield seen
+        finally:
+            sys.setprofile(previous)
+
+    return recording()
+
+
+def launch_scales(launch: Any) -> tuple:
+    """``(max_seq_len, bmm1_scale, bmm2_scale)`` as a recorded decode launch
+    received them: every release 0.6.13-0.7.4 passes the two scales right
+    after max_seq_len (the second plain ``int``) to ``trtllm_paged_attention_decode``."""
+    ints = [index for index, value in enumerate(launch.args) if type(value) is int]
+    at = ints[1]
+    return launch.args[at], launch.args[at + 1], launch.args[at + 2]
+
+
+def vllm_call(function: Any, t: dict[str, Any], max_seq_len: int, **extra: Any) -> Any:
+    """vLLM 0.30's call (/work/scratch/engines/FACTS.md 3.2): every argument by
+    keyword, a 2-D block table shared by K and V, backend left at ``auto``."""
+    return function(
+        query=t["query"], kv_cache=t["kv_cache"], workspace_buffer=t["workspace_buffer"], qk_nope_head_dim=128,
+        kv_lora_rank=512, qk_rope_head_dim=64, block_tables=t["block_tables"][:, 0], seq_lens=t["seq_lens"],
+        max_seq_len=max_seq_len, bmm1_scale=extra.pop("bmm1_scale", 1.0), bmm2_scale=extra.pop("bmm2_scale", 1.0),
+        return_lse=False, **extra,
+    )
+
+
+def sglang_call(function: Any, t: dict[str, Any], max_seq_len: int, **extra: Any) -> Any:
+    """SGLang 0.5.21's call (FACTS.md 2.2): keywords in its own order, no
+    ``bmm2_scale`` (the default applies), ``enable_pdl`` and the softmax-skip
+    factor passed, a 2-D shared block table."""
+    return function(
+        query=t["query"], kv_cache=t["kv_cache"], enable_pdl=False, workspace_buffer=t["workspace_buffer"],
+        qk_nope_head_dim=128, kv_lora_rank=512, qk_rope_head_dim=64, block_tables=t["block_tables"][:, 0],
+        seq_lens=t["seq_lens"], max_seq_len=max_seq_len, bmm1_scale=extra.pop("bmm1_scale", 1.0), return_lse=False,
+        skip_softmax_threshold_scale_factor=None, **extra,
     )

@@ -29,7 +29,8 @@ def test_blank_environment_value_means_unset():
         ("FI_COMPAT_STRICT", "2", "FI_COMPAT_STRICT='2' is not a boolean"),
         ("FI_COMPAT_CACHE_SIZE", "lots", "FI_COMPAT_CACHE_SIZE='lots' is not an integer; accepted: an integer from 1"),
         ("FI_COMPAT_CACHE_SIZE", "0", "FI_COMPAT_CACHE_SIZE=0 is out of range; accepted: 1 to 1048576"),
-        ("FI_COMPAT_CACHE_SIZE", "-5", "out of range"),
+        ("FI_COMPAT_CACHE_SIZE", "-5", "FI_COMPAT_CACHE_SIZE='-5' is not an integer; accepted: an integer from 1 to "
+                                        "1048576, written with the digits 0-9 only (no sign"),
         ("FI_COMPAT_MAX_SEQ_LEN_POLICY", "round", "is not a max_seq_len policy; accepted: exact, bucket, capacity"),
     ],
 )
@@ -44,6 +45,50 @@ def test_invalid_environment_names_variable_and_accepted_values(variable, raw, f
 def test_invalid_maxsize_argument(value):
     with pytest.raises(ValueError, match="cache_size"):
         config.resolve("cache_size", value, {})
+
+
+@pytest.mark.parametrize("raw", ["\u0663", "1_000", "+5", "-0", "5.0", "1e3", "0x10", "\u00b2", "\uff15", "\u20035", ""])
+def test_cache_size_accepts_ascii_digits_only(raw):
+    """int() would take Arabic-Indic, fullwidth and superscript digits,
+    underscores and a sign; the setting takes the digits 0-9 only."""
+    with pytest.raises(ValueError) as info:
+        config.check_cache_size(raw, "FI_COMPAT_CACHE_SIZE")
+    assert f"FI_COMPAT_CACHE_SIZE={raw!r} is not an integer" in str(info.value)
+    assert "digits 0-9 only" in str(info.value)
+
+
+@pytest.mark.parametrize("raw,expected", [("5", 5), (" 5 ", 5), ("\t64\n", 64), ("007", 7), ("1048576", 1048576)])
+def test_cache_size_strips_surrounding_ascii_whitespace(raw, expected):
+    assert config.resolve("cache_size", None, {"FI_COMPAT_CACHE_SIZE": raw}).value == expected
+    assert config.check_cache_size(raw, "maxsize") == expected  # install(maxsize="...") takes the same text
+
+
+@pytest.mark.parametrize(
+    "environ,arguments,fragments",
+    [
+        ({"FI_COMPAT_DISABLE": "1"}, {"strict": True},
+         ["FI_COMPAT_DISABLE=1 (environment)", "strict=True (install() argument)"]),
+        ({"FI_COMPAT_DISABLE": "yes", "FI_COMPAT_STRICT": "on"}, {},
+         ["FI_COMPAT_DISABLE=1 (environment)", "FI_COMPAT_STRICT=1 (environment)"]),
+    ],
+)
+def test_disable_with_strict_is_a_contradiction(environ, arguments, fragments):
+    with pytest.raises(ValueError) as info:
+        config.resolve_all(environ=environ, **arguments)
+    for fragment in fragments:
+        assert fragment in str(info.value)
+    # either one alone is fine
+    config.resolve_all(environ={}, strict=True)
+    config.resolve_all(environ={"FI_COMPAT_DISABLE": "1"}, strict=False)
+
+
+def test_install_refuses_disable_with_strict(monkeypatch):
+    import fi_compat
+
+    monkeypatch.setenv("FI_COMPAT_DISABLE", "1")
+    with pytest.raises(ValueError, match="FI_COMPAT_DISABLE=1 .* contradicts strict=True"):
+        fi_compat.install(strict=True)
+    assert fi_compat.status()["state"] == "not-installed"
 
 
 def test_install_validates_before_touching_anything(monkeypatch):

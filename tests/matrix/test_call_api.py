@@ -226,3 +226,4 @@ def test_stable_builder_api_matches_flashinfer(fi_cpu_host):
     if installed_release() < Version("0.6.17"):
         with pytest.raises(UnsupportedFeatureError, match="0.6.17"):
             fi_compat.build_mla_decode_tuning_config(**arguments, enable_dcp=True)
+
