@@ -69,9 +69,11 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     cache = BoundedCache(bound.name, size, keep_identity=bound.keep_identity)
     caches = {bound.name: cache}
 
-    complete = layout.complete
+    complete, count = layout.complete, len(layout.names)
 
     def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
+        if not kwargs and len(args) == count:  # every parameter positionally: the tuple is complete
+            return key_of(args)
         values = complete(args, kwargs)
         return None if values is None else key_of(values)
 

@@ -160,13 +160,12 @@ def tuning_config_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tupl
 
 
 def exact_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
-    """The complete argument tuple as it is (hashable, else ``None``): bounded, not normalised."""
+    """The complete argument tuple as it is: bounded, not normalised.  Not
+    hashed here: the memo's lookup hashes it once and sends an unhashable one
+    to its fallback (flashinfer's specs hash in Python, so a second hash per
+    call would cost as much as the lookup)."""
 
     def key(values: tuple) -> Optional[tuple]:
-        try:
-            hash(values)
-        except TypeError:
-            return None
         return values
 
     return key
@@ -181,11 +180,7 @@ def split_kv_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
     def key(values: tuple) -> Optional[tuple]:
         if position is not None:
             values = (*values[:position], k_tile_ceiling(values[position]), *values[position + 1:])
-        try:
-            hash(values)
-        except TypeError:
-            return None
-        return values
+        return values  # hashed once, by the memo's lookup (see exact_key)
 
     return key
 
