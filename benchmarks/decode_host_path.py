@@ -15,7 +15,8 @@ flashinfer's real code; the launch is recorded.
 
 flashinfer's caches are process-global, so every measurement runs in a fresh
 process: one per variant and round, the two variants alternated (AB, BA, ...)
-over ``--rounds`` rounds.  A process runs every combination in turn (their
+over ``--rounds`` rounds, every worker with the same hash seed and, on a
+machine of 4 cores or more, on the same core.  A process runs every combination in turn (their
 cache keys are disjoint) after ``--warmup`` untimed calls each, then times
 ``--steps`` calls.  Reported per combination: the mean host time per call over
 rounds (median, min and max), the fi_compat/flashinfer ratio of each round
@@ -113,10 +114,16 @@ def time_calls(decode, calls: list[tuple[tuple, dict]]) -> dict[str, float]:
 
 def run_worker(variant: str, options: dict) -> dict:
     import gc
+    import warnings
 
     import torch
 
     import fi_compat
+
+    if options.get("cpu") is not None:
+        os.sched_setaffinity(0, {options["cpu"]})
+    # the recorded cute-dsl kernel has no compiled artifacts to query; flashinfer falls back to the SM count
+    warnings.filterwarnings("ignore", message="cutlass.get_max_active_clusters failed")
 
     if variant == "fi_compat":
         fi_compat.install()
@@ -157,9 +164,11 @@ def run_worker(variant: str, options: dict) -> dict:
 
 
 def spawn(variant: str, options: dict) -> dict:
+    # One hash seed for every worker: string and dict layouts then differ only by what the variant changes.
+    environment = {**os.environ, "PYTHONHASHSEED": "0"}
     process = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker"],
                              input=json.dumps({"variant": variant, "options": options}), text=True,
-                             stdout=subprocess.PIPE, stderr=None, check=False)
+                             stdout=subprocess.PIPE, stderr=None, check=False, env=environment)
     if process.returncode != 0:
         raise SystemExit(f"decode_host_path: the {variant} worker failed (exit {process.returncode})")
     return json.loads(process.stdout.strip().splitlines()[-1])
@@ -222,9 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", choices=HOSTS, default="cpu")
     parser.add_argument("--combos", default=",".join(COMBOS), help=f"layout:backend,... (default {','.join(COMBOS)})")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of one process per variant (AB, BA, ...)")
     parser.add_argument("--steps", type=int, default=1000, help="timed calls per combination and process")
-    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None,
+                        help="run every worker on one fixed core (default: when 4 or more cores are available)")
     parser.add_argument("--batch-sizes", type=_batch_sizes, default=[8, 64], metavar="LOW:HIGH")
     parser.add_argument("--context", type=int, default=131_072)
     parser.add_argument("--seed", type=int, default=0)
@@ -241,8 +252,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--combos: {combo!r}; accepted: LAYOUT:BACKEND with LAYOUT in {', '.join(LAYOUTS)} "
                          f"and BACKEND in {', '.join(BACKENDS)}")
     clock = args.clock or ("cpu" if args.host == "cpu" else "wall")
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    pin = args.pin if args.pin is not None else len(cores) >= 4
     options = {"host": args.host, "combos": combos, "steps": args.steps, "warmup": args.warmup,
-               "batch_sizes": args.batch_sizes, "context": args.context, "seed": args.seed}
+               "batch_sizes": args.batch_sizes, "context": args.context, "seed": args.seed,
+               "cpu": cores[-1] if pin and cores else None}
     load_before = load_average()
     runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     for round_index in range(args.rounds):

@@ -37,16 +37,22 @@ class CacheStats:
         return dict(self.__dict__)
 
 
+# An entry is a list [value, key, stamp]: the stamp is the hit count at its
+# latest hit; a list, so a hit updates it in place without hashing the key again.
+_VALUE, _KEY, _STAMP = 0, 1, 2
+
+
 class BoundedCache:
     """LRU mapping of at most ``maxsize`` entries.
 
-    A hit takes no lock (:meth:`lookup`): one dict read, one counter step and
-    one dict write that stamps the key with the count, each a single
-    operation the GIL makes atomic (a few hundred nanoseconds in all).
-    Recency is applied lazily: the next miss, under the lock, moves the keys
-    stamped since the previous miss to the most-recent end in stamp order
-    before it evicts, so eviction is least-recently-used.  The stamps hold at
-    most one entry per cached key.
+    A hit takes no lock (:meth:`lookup`): one dict read (the only time the key
+    is hashed), one counter step stored in the entry as its recency stamp, and
+    one mark in a dict keyed by the entry's ``id``; each a single operation
+    the GIL makes atomic (a few hundred nanoseconds in all).  Recency is
+    applied lazily: the next miss, under the lock, moves the entries marked
+    since the previous miss to the most-recent end in stamp order before it
+    evicts, so eviction is least-recently-used.  The marks hold at most one
+    entry per cached key.
 
     A miss (:meth:`fill`, or :meth:`get_or_compute` for both) calls
     ``compute(*arguments)`` *outside* the lock, so a slow flashinfer call
@@ -60,9 +66,10 @@ class BoundedCache:
     def __init__(self, name: str, maxsize: int, keep_identity: bool = False) -> None:
         self.name = name
         self.maxsize = maxsize
-        self._data: OrderedDict[Hashable, Any] = OrderedDict()
-        # key -> hit count at its latest hit, for keys hit since the last miss
-        self._used: dict[Hashable, int] = {}
+        self._data: OrderedDict[Hashable, list] = OrderedDict()
+        # id(entry) -> entry, for the entries hit since the last miss (the entry
+        # is held, so its id cannot be reused while it is marked)
+        self._used: dict[int, list] = {}
         # keep_identity: values evicted from the LRU but still alive elsewhere
         # (held by flashinfer's identity-keyed autotuner caches) are handed out
         # again for their key, so the key keeps meaning one object.  Weak: it
@@ -70,8 +77,8 @@ class BoundedCache:
         self._identities: Optional[weakref.WeakValueDictionary] = weakref.WeakValueDictionary() if keep_identity else None
         self._lock = threading.Lock()
         # itertools.count steps in one C call: an exact hit count without the lock
-        self._hit_count = itertools.count()
-        self._hits_offset = 0
+        self._hit_count = itertools.count(1)
+        self._hits_offset = 1
         self.misses = 0
         self.evictions = 0
         self._bytes_per_entry: int | None = None
@@ -97,11 +104,14 @@ class BoundedCache:
 
         def lookup(key: Hashable) -> Any:
             """The cached value for ``key`` (a hit, counted), or :data:`MISSING`
-            (not counted: :meth:`fill` counts the miss)."""
-            value = read(key, MISSING)
-            if value is not MISSING:
-                used[key] = count()
-            return value
+            (not counted: :meth:`fill` counts the miss).  Raises ``TypeError``
+            for an unhashable key."""
+            entry = read(key)
+            if entry is None:
+                return MISSING
+            entry[_STAMP] = count()
+            used[id(entry)] = entry
+            return entry[_VALUE]
 
         return lookup
 
@@ -115,10 +125,11 @@ class BoundedCache:
         """The miss path: ``compute(*arguments)`` unless another thread (or an
         identity still alive) already holds a value for ``key``."""
         with self._lock:
-            value = self._data.get(key, MISSING)
-            if value is not MISSING:  # filled by another thread since lookup()
-                self._used[key] = next(self._hit_count)
-                return value
+            entry = self._data.get(key)
+            if entry is not None:  # filled by another thread since lookup()
+                entry[_STAMP] = next(self._hit_count)
+                self._used[id(entry)] = entry
+                return entry[_VALUE]
             if self._identities is not None:
                 value = self._identities.get(key, MISSING)
                 if value is not MISSING:
@@ -128,9 +139,9 @@ class BoundedCache:
             self.misses += 1
         value = compute(*arguments)
         with self._lock:
-            existing = self._data.get(key, MISSING)
-            if existing is not MISSING:
-                return existing
+            entry = self._data.get(key)
+            if entry is not None:
+                return entry[_VALUE]
             if self._identities is not None:
                 # another thread's value for this key, already evicted but still alive
                 existing = self._identities.get(key, MISSING)
@@ -143,28 +154,32 @@ class BoundedCache:
         return value
 
     def _apply_recency(self) -> None:
-        """Move the keys hit since the last miss to the most-recent end, oldest
-        stamp first (lock held)."""
+        """Move the entries hit since the last miss to the most-recent end,
+        oldest stamp first (lock held)."""
         used = self._used
         if not used:
             return
-        # list() copies in one C call; a key stamped again after the copy keeps
-        # its newer stamp for the next miss
-        for key, stamp in sorted(list(used.items()), key=_stamp):
-            if used.get(key) == stamp:
-                used.pop(key, None)
-            if key in self._data:
-                self._data.move_to_end(key)
+        # list() copies in one C call; an entry marked again after the copy is
+        # moved again at the next miss
+        marked = list(used.values())
+        for entry in marked:
+            used.pop(id(entry), None)
+        marked.sort(key=_stamp)
+        data = self._data
+        for entry in marked:
+            key = entry[_KEY]
+            if data.get(key) is entry:
+                data.move_to_end(key)
 
     def _insert(self, key: Hashable, value: Any) -> None:
         """Store ``key`` (absent; lock held), evicting the least recently used
         first, so even a reader without the lock never sees more than ``maxsize``."""
         self._apply_recency()
         while self._data and len(self._data) >= self.maxsize:
-            evicted, _ = self._data.popitem(last=False)
-            self._used.pop(evicted, None)
+            _, evicted = self._data.popitem(last=False)
+            self._used.pop(id(evicted), None)
             self.evictions += 1
-        self._data[key] = value
+        self._data[key] = [value, key, 0]
         if self._identities is not None:
             try:
                 self._identities[key] = value
@@ -208,8 +223,8 @@ class BoundedCache:
 
 
 
-def _stamp(item: tuple[Hashable, int]) -> int:
-    return item[1]
+def _stamp(entry: list) -> int:
+    return entry[_STAMP]
 
 
 def _renew_all_locks() -> None:

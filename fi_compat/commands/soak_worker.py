@@ -91,6 +91,11 @@ def _census_counts(counted: dict) -> dict[str, dict]:
 def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, Any]:
     """Run one pass in this process; returns its measurements."""
     import tracemalloc
+    import warnings
+
+    # the shim's recorded cute-dsl kernel has no compiled artifacts to query;
+    # flashinfer then falls back to the SM count, as it says
+    warnings.filterwarnings("ignore", message="cutlass.get_max_active_clusters failed")
 
     import torch
 
