@@ -37,9 +37,15 @@ class CacheStats:
         return dict(self.__dict__)
 
 
-# An entry is a list [value, key, stamp]: the stamp is the hit count at its
-# latest hit; a list, so a hit updates it in place without hashing the key again.
-_VALUE, _KEY, _STAMP = 0, 1, 2
+class _Entry:
+    """One cached value, its key, and the hit count at its latest hit.  A hit
+    updates the stamp in place (no second hash of the key) and marks the entry
+    in a dict keyed by the entry itself (identity hash: one C call)."""
+
+    __slots__ = ("value", "key", "stamp")
+
+    def __init__(self, value: Any, key: Hashable) -> None:
+        self.value, self.key, self.stamp = value, key, 0
 
 
 class BoundedCache:
@@ -47,8 +53,8 @@ class BoundedCache:
 
     A hit takes no lock (:meth:`lookup`): one dict read (the only time the key
     is hashed), one counter step stored in the entry as its recency stamp, and
-    one mark in a dict keyed by the entry's ``id``; each a single operation
-    the GIL makes atomic (a few hundred nanoseconds in all).  Recency is
+    one mark in a dict keyed by the entry itself; each a single operation the
+    GIL makes atomic (a few hundred nanoseconds in all).  Recency is
     applied lazily: the next miss, under the lock, moves the entries marked
     since the previous miss to the most-recent end in stamp order before it
     evicts, so eviction is least-recently-used.  The marks hold at most one
@@ -66,10 +72,9 @@ class BoundedCache:
     def __init__(self, name: str, maxsize: int, keep_identity: bool = False) -> None:
         self.name = name
         self.maxsize = maxsize
-        self._data: OrderedDict[Hashable, list] = OrderedDict()
-        # id(entry) -> entry, for the entries hit since the last miss (the entry
-        # is held, so its id cannot be reused while it is marked)
-        self._used: dict[int, list] = {}
+        self._data: OrderedDict[Hashable, _Entry] = OrderedDict()
+        # the entries hit since the last miss (keys: the entries, by identity)
+        self._used: dict[_Entry, None] = {}
         # keep_identity: values evicted from the LRU but still alive elsewhere
         # (held by flashinfer's identity-keyed autotuner caches) are handed out
         # again for their key, so the key keeps meaning one object.  Weak: it
@@ -109,9 +114,9 @@ class BoundedCache:
             entry = read(key)
             if entry is None:
                 return MISSING
-            entry[_STAMP] = count()
-            used[id(entry)] = entry
-            return entry[_VALUE]
+            entry.stamp = count()
+            used[entry] = None
+            return entry.value
 
         return lookup
 
@@ -127,9 +132,9 @@ class BoundedCache:
         with self._lock:
             entry = self._data.get(key)
             if entry is not None:  # filled by another thread since lookup()
-                entry[_STAMP] = next(self._hit_count)
-                self._used[id(entry)] = entry
-                return entry[_VALUE]
+                entry.stamp = next(self._hit_count)
+                self._used[entry] = None
+                return entry.value
             if self._identities is not None:
                 value = self._identities.get(key, MISSING)
                 if value is not MISSING:
@@ -141,7 +146,7 @@ class BoundedCache:
         with self._lock:
             entry = self._data.get(key)
             if entry is not None:
-                return entry[_VALUE]
+                return entry.value
             if self._identities is not None:
                 # another thread's value for this key, already evicted but still alive
                 existing = self._identities.get(key, MISSING)
@@ -161,15 +166,14 @@ class BoundedCache:
             return
         # list() copies in one C call; an entry marked again after the copy is
         # moved again at the next miss
-        marked = list(used.values())
+        marked = list(used)
         for entry in marked:
-            used.pop(id(entry), None)
+            used.pop(entry, None)
         marked.sort(key=_stamp)
         data = self._data
         for entry in marked:
-            key = entry[_KEY]
-            if data.get(key) is entry:
-                data.move_to_end(key)
+            if data.get(entry.key) is entry:
+                data.move_to_end(entry.key)
 
     def _insert(self, key: Hashable, value: Any) -> None:
         """Store ``key`` (absent; lock held), evicting the least recently used
@@ -177,9 +181,9 @@ class BoundedCache:
         self._apply_recency()
         while self._data and len(self._data) >= self.maxsize:
             _, evicted = self._data.popitem(last=False)
-            self._used.pop(id(evicted), None)
+            self._used.pop(evicted, None)
             self.evictions += 1
-        self._data[key] = [value, key, 0]
+        self._data[key] = _Entry(value, key)
         if self._identities is not None:
             try:
                 self._identities[key] = value
@@ -223,8 +227,8 @@ class BoundedCache:
 
 
 
-def _stamp(entry: list) -> int:
-    return entry[_STAMP]
+def _stamp(entry: _Entry) -> int:
+    return entry.stamp
 
 
 def _renew_all_locks() -> None:
