@@ -21,9 +21,10 @@ cache keys are disjoint) after ``--warmup`` untimed calls each, then times
 ``--steps`` calls.  Reported per combination: the mean host time per call over
 rounds (median, min and max), the fi_compat/flashinfer ratio of each round
 (median and range), whether flashinfer builds a tuning config on that path,
-and the time spent inside the builder per call on each side (both probed
-after timing, on batches of their own: the part of the path a builder memo
-can remove).
+the time spent inside the builder per call on each side (the part of the
+path a builder memo can remove), and how many fi_compat cache lookups a call
+makes (0: fi_compat does nothing on that path); all three probed after
+timing, on batches of their own.
 
 Targets: ratio <= 0.8 where flashinfer builds a tuning config; <= 1.02 where
 it skips the builder (0.7.4 with an explicit ``backend="trtllm-gen"``).
@@ -83,8 +84,10 @@ def plan_calls(torch, decode, layout: str, backend: str, options: dict, device) 
             block_tables = tables.get((batch, width))
             if block_tables is None:
                 block_tables = tables[batch, width] = torch.zeros(batch, width, dtype=torch.int32, device=device)
+        # every request of the batch at the batch's maximum: max_seq_len >= max(seq_lens), as the kernel requires
+        seq_lens = torch.full((batch,), max_seq_len, dtype=torch.int32, device=device)
         inputs = dataclasses.replace(base, query=base.query[:batch], out=base.out[:batch],
-                                     seq_lens=base.seq_lens[:batch], block_tables=block_tables)
+                                     seq_lens=seq_lens, block_tables=block_tables)
         calls.append(workload.call(layout, capture, inputs, max_seq_len, backend))
     return calls
 
@@ -116,6 +119,13 @@ def builder_time(core, decode, calls: list[tuple[tuple, dict]]) -> dict:
     finally:
         core._build_mla_decode_tuning_config = installed
     return {"builds_config": made[0] > 0, "builder_us_per_call": max(0.0, spent[0]) / len(calls) * 1e6}
+
+
+def fi_compat_lookups() -> int:
+    """Hits and misses of every fi_compat cache so far (0 when not installed)."""
+    import fi_compat
+
+    return sum(c["hits"] + c["misses"] for c in fi_compat.status()["caches"].values())
 
 
 def time_calls(decode, calls: list[tuple[tuple, dict]]) -> dict[str, float]:
@@ -170,8 +180,11 @@ def run_worker(variant: str, options: dict) -> dict:
                 # cache (as every batch of a server is), the same profile rungs for fi_compat's
                 shifted = plan_calls(torch, decode, layout, backend, {**options, "length_offset": 1}, device)
                 other_batches = shifted[options["warmup"]:options["warmup"] + min(300, options["steps"])]
+                looked_up = fi_compat_lookups()
+                builder = builder_time(core, decode, other_batches)
                 out["combos"][combo] = {"us_per_call": per_call, "launches_per_call": launches / len(timed),
-                                        **builder_time(core, decode, other_batches)}
+                                        "fi_compat_lookups_per_call":
+                                            (fi_compat_lookups() - looked_up) / len(other_batches), **builder}
             except Exception as exc:  # noqa: BLE001  (a combination this release or device does not run)
                 out["combos"][combo] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     if variant == "fi_compat":
@@ -206,7 +219,8 @@ def summarise(runs: dict[str, list[dict]], combos: list[str], clock: str) -> tup
         builds = any(c["builds_config"] for c in per["flashinfer"])
         row = {"combo": combo, "builds_config": builds,
                "launches_per_call": per["flashinfer"][0]["launches_per_call"],
-               "builder_us": {v: spread([c["builder_us_per_call"] for c in per[v]]) for v in VARIANTS}}
+               "builder_us": {v: spread([c["builder_us_per_call"] for c in per[v]]) for v in VARIANTS},
+               "fi_compat_lookups_per_call": per["fi_compat"][0]["fi_compat_lookups_per_call"]}
         for name in CLOCKS:
             row[name] = {"flashinfer": spread([b[name] for b in base]), "fi_compat": spread([o[name] for o in ours]),
                          "ratio": spread([o[name] / b[name] for b, o in zip(base, ours)])}
@@ -220,8 +234,9 @@ def summarise(runs: dict[str, list[dict]], combos: list[str], clock: str) -> tup
 
 def report(rows: list[dict], clock: str) -> str:
     lines = [f"{'layout:backend':20}{'builder':>8}{'flashinfer us':>22}{'fi_compat us':>22}{'ratio':>7}"
-             f"{'range':>13}{'target':>8}{'':9}{'builder us':>14}  ({clock} clock; median [min-max] over rounds; "
-             "builder us: time inside the builder per call, flashinfer / fi_compat)"]
+             f"{'range':>13}{'target':>8}{'':9}{'builder us':>14}{'lookups':>9}  ({clock} clock; median [min-max] "
+             "over rounds; builder us: time inside the builder per call, flashinfer / fi_compat; lookups: "
+             "fi_compat cache lookups per call)"]
     for row in rows:
         if "error" in row:
             lines.append(f"{row['combo']:20}  not run: {row['error']}")
@@ -235,7 +250,8 @@ def report(rows: list[dict], clock: str) -> str:
         lines.append(f"{row['combo']:20}{'yes' if row['builds_config'] else 'skips':>8}{cell(c['flashinfer']):>22}"
                      f"{cell(c['fi_compat']):>22}{c['ratio']['median']:7.3f}"
                      f"{c['ratio']['min']:7.3f}-{c['ratio']['max']:.3f}{'<=' + str(row['target']):>8}  {verdict:7}"
-                     f"{row['builder_us']['flashinfer']['median']:7.1f} /{row['builder_us']['fi_compat']['median']:5.1f}")
+                     f"{row['builder_us']['flashinfer']['median']:7.1f} /{row['builder_us']['fi_compat']['median']:5.1f}"
+                     f"{row['fi_compat_lookups_per_call']:9.1f}")
     return "\n".join(lines)
 
 
