@@ -70,12 +70,18 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     caches = {bound.name: cache}
 
     complete, count = layout.complete, len(layout.names)
-
-    def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
-        if not kwargs and len(args) == count:  # every parameter positionally: the tuple is complete
-            return key_of(args)
-        values = complete(args, kwargs)
-        return None if values is None else key_of(values)
+    if bound.key is keys.exact_key:
+        # the complete argument tuple is the key: no normalising call per lookup
+        def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
+            if not kwargs and len(args) == count:  # every parameter positionally: the tuple is complete
+                return args
+            return complete(args, kwargs)
+    else:
+        def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
+            if not kwargs and len(args) == count:
+                return key_of(args)
+            values = complete(args, kwargs)
+            return None if values is None else key_of(values)
 
     if bound.computes_from_key:
         def compute(args: tuple, kwargs: dict, normalised: Any) -> Any:
