@@ -1,10 +1,24 @@
-"""Shared by the benchmark scripts: interleaved A/B timing."""
+"""Shared by the benchmark scripts: interleaved A/B timing, both clocks, the host shim.
+
+Two clocks, read around the same stretch of calls:
+
+* ``wall``: ``time.perf_counter``; what a user waits for on a quiet machine;
+* ``cpu``: ``time.thread_time``, the CPU time of the calling thread only; it
+  leaves out the time other processes held the core, so on a shared machine
+  it is the steadier measure of host work.  The host path measured here never
+  blocks on the device (launches are recorded), so on a quiet machine the two
+  agree.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from typing import Callable
+from typing import Any, Callable, Iterator
+
+CLOCKS = ("cpu", "wall")
+HOSTS = ("cpu", "cuda")
 
 
 def per_call_us(function: Callable[[], object], calls: int) -> float:
@@ -15,6 +29,15 @@ def per_call_us(function: Callable[[], object], calls: int) -> float:
     return (clock() - started) / calls * 1e6
 
 
+def per_call_us_both(function: Callable[[], object], calls: int) -> dict[str, float]:
+    """``{"wall": us, "cpu": us}`` per call over ``calls`` calls of ``function``."""
+    wall, cpu = time.perf_counter, time.thread_time
+    started_wall, started_cpu = wall(), cpu()
+    for _ in range(calls):
+        function()
+    return {"wall": (wall() - started_wall) / calls * 1e6, "cpu": (cpu() - started_cpu) / calls * 1e6}
+
+
 def interleaved(a: Callable[[], float], b: Callable[[], float], rounds: int = 7) -> tuple[float, float]:
     """Median of ``rounds`` alternating measurements of a and b (each returns us/call)."""
     xs, ys = [], []
@@ -22,3 +45,52 @@ def interleaved(a: Callable[[], float], b: Callable[[], float], rounds: int = 7)
         xs.append(a())
         ys.append(b())
     return statistics.median(xs), statistics.median(ys)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """min / median / max of ``values``."""
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load average and the core count, for the report."""
+    import os
+
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "load average unknown"
+    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+@contextlib.contextmanager
+def flashinfer_host(kind: str) -> Iterator[Any]:
+    """Import flashinfer for a host-path measurement, launches recorded.
+
+    ``cpu``: fi_compat's CPU-host shim (``fi_compat.testing.cpu_host``).
+    ``cuda``: the machine's real torch, device and CUDA tensors; only
+    flashinfer's kernel-module loader and compute-capability helper are
+    answered (as the loader stub does, plus SM100 so that the cute-dsl and
+    auto paths a B200 takes run on any CUDA device), and ``cute.compile``
+    records instead of compiling.  Yields the host (``.recorder``)."""
+    if kind == "cpu":
+        from fi_compat.testing import cpu_host
+
+        with cpu_host() as host:
+            yield host
+        return
+    if kind != "cuda":
+        raise ValueError(f"host {kind!r}; accepted: {', '.join(HOSTS)}")
+    import torch
+
+    from fi_compat.testing import CpuHost
+
+    if not torch.cuda.is_available():
+        raise SystemExit("--host cuda needs a CUDA device")
+    host = CpuHost()
+    try:
+        host.patch_cute_compile()
+        host.patch_flashinfer()
+        yield host
+    finally:
+        host.restore()

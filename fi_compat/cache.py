@@ -8,6 +8,7 @@ a forked child.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
@@ -17,6 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Optional
 
 _live_caches: "weakref.WeakSet[BoundedCache]" = weakref.WeakSet()
+
+MISSING: Any = object()
+"""What :meth:`BoundedCache.lookup` returns for a key it does not hold."""
 
 
 @dataclass(frozen=True)
@@ -33,79 +37,174 @@ class CacheStats:
         return dict(self.__dict__)
 
 
+class _Entry:
+    """One cached value, its key, and the hit count at its latest hit.  A hit
+    updates the stamp in place (no second hash of the key) and marks the entry
+    in a dict keyed by the entry itself (identity hash: one C call)."""
+
+    __slots__ = ("value", "key", "stamp")
+
+    def __init__(self, value: Any, key: Hashable) -> None:
+        self.value, self.key, self.stamp = value, key, 0
+
+
 class BoundedCache:
     """LRU mapping of at most ``maxsize`` entries.
 
-    :meth:`get_or_compute` costs one lock round trip and an ``OrderedDict``
-    move on a hit (well under a microsecond); on a miss it calls
-    ``compute(*arguments)``
-    *outside* the lock, so a slow flashinfer call never blocks other threads,
-    then keeps whichever value reached the cache first so every caller of an
-    equal key receives the same object.  Exceptions from ``compute``
-    propagate and store nothing.
+    A hit takes no lock (:meth:`lookup`): one dict read (the only time the key
+    is hashed), one counter step stored in the entry as its recency stamp, and
+    one mark in a dict keyed by the entry itself; each a single operation the
+    GIL makes atomic (a few hundred nanoseconds in all).  Recency is
+    applied lazily: the next miss, under the lock, moves the entries marked
+    since the previous miss to the most-recent end in stamp order before it
+    evicts, so eviction is least-recently-used.  The marks hold at most one
+    entry per cached key.
+
+    A miss (:meth:`fill`, or :meth:`get_or_compute` for both) calls
+    ``compute(*arguments)`` *outside* the lock, so a slow flashinfer call
+    never blocks other threads, then keeps whichever value reached the cache
+    first so every caller of an equal key receives the same object.
+    Exceptions from ``compute`` propagate and store nothing.  The counters
+    are exact under threads as long as the GIL serialises bytecode (not on a
+    free-threaded build).
     """
 
     def __init__(self, name: str, maxsize: int, keep_identity: bool = False) -> None:
         self.name = name
         self.maxsize = maxsize
-        self._data: OrderedDict[Hashable, Any] = OrderedDict()
+        self._data: OrderedDict[Hashable, _Entry] = OrderedDict()
+        # the entries hit since the last miss (keys: the entries, by identity)
+        self._used: dict[_Entry, None] = {}
         # keep_identity: values evicted from the LRU but still alive elsewhere
         # (held by flashinfer's identity-keyed autotuner caches) are handed out
         # again for their key, so the key keeps meaning one object.  Weak: it
         # never keeps a value alive, so the bound on what fi_compat holds stays.
         self._identities: Optional[weakref.WeakValueDictionary] = weakref.WeakValueDictionary() if keep_identity else None
         self._lock = threading.Lock()
-        self.hits = 0
+        # itertools.count steps in one C call: an exact hit count without the lock
+        self._hit_count = itertools.count(1)
+        self._hits_offset = 1
         self.misses = 0
         self.evictions = 0
         self._bytes_per_entry: int | None = None
+        self.lookup = self._make_lookup()
         _live_caches.add(self)
 
+    @property
+    def hits(self) -> int:
+        # repr(count(n)) == "count(n)": the only way to read a count without stepping it
+        return int(repr(self._hit_count)[6:-1]) - self._hits_offset
+
+    @hits.setter
+    def hits(self, value: int) -> None:
+        # the count itself cannot be rewound: lookup() closures hold its __next__
+        self._hits_offset = int(repr(self._hit_count)[6:-1]) - value
+
+    def _make_lookup(self) -> Callable[[Hashable], Any]:
+        """The lock-free hit path as a closure over bound methods: no attribute
+        lookups on ``self`` per call."""
+        read = self._data.get
+        used = self._used
+        count = self._hit_count.__next__
+
+        def lookup(key: Hashable) -> Any:
+            """The cached value for ``key`` (a hit, counted), or :data:`MISSING`
+            (not counted: :meth:`fill` counts the miss).  Raises ``TypeError``
+            for an unhashable key."""
+            entry = read(key)
+            if entry is None:
+                return MISSING
+            entry.stamp = count()
+            used[entry] = None
+            return entry.value
+
+        return lookup
+
     def get_or_compute(self, key: Hashable, compute: Callable[..., Any], *arguments: Any) -> Any:
+        value = self.lookup(key)
+        if value is not MISSING:
+            return value
+        return self.fill(key, compute, *arguments)
+
+    def fill(self, key: Hashable, compute: Callable[..., Any], *arguments: Any) -> Any:
+        """The miss path: ``compute(*arguments)`` unless another thread (or an
+        identity still alive) already holds a value for ``key``."""
         with self._lock:
-            value = self._data.get(key, _MISSING)
-            if value is not _MISSING:
-                self._data.move_to_end(key)
-                self.hits += 1
-                return value
+            entry = self._data.get(key)
+            if entry is not None:  # filled by another thread since lookup()
+                entry.stamp = next(self._hit_count)
+                self._used[entry] = None
+                return entry.value
             if self._identities is not None:
-                value = self._identities.get(key, _MISSING)
-                if value is not _MISSING:
-                    self.hits += 1
+                value = self._identities.get(key, MISSING)
+                if value is not MISSING:
+                    next(self._hit_count)
                     self._insert(key, value)
                     return value
             self.misses += 1
         value = compute(*arguments)
         with self._lock:
-            existing = self._data.get(key, _MISSING)
-            if existing is not _MISSING:
-                self._data.move_to_end(key)
-                return existing
+            entry = self._data.get(key)
+            if entry is not None:
+                return entry.value
+            if self._identities is not None:
+                # another thread's value for this key, already evicted but still alive
+                existing = self._identities.get(key, MISSING)
+                if existing is not MISSING:
+                    self._insert(key, existing)
+                    return existing
             self._insert(key, value)
         if self._bytes_per_entry is None:
             self._bytes_per_entry = approximate_size(value)
         return value
 
+    def _apply_recency(self) -> None:
+        """Move the entries hit since the last miss to the most-recent end,
+        oldest stamp first (lock held)."""
+        used = self._used
+        if not used:
+            return
+        # list() copies in one C call; an entry marked again after the copy is
+        # moved again at the next miss
+        marked = list(used)
+        for entry in marked:
+            used.pop(entry, None)
+        marked.sort(key=_stamp)
+        data = self._data
+        for entry in marked:
+            if data.get(entry.key) is entry:
+                data.move_to_end(entry.key)
+
     def _insert(self, key: Hashable, value: Any) -> None:
-        """Store ``key`` (lock held), evicting the least recently used past the bound."""
-        self._data[key] = value
+        """Store ``key`` (absent; lock held), evicting the least recently used
+        first, so even a reader without the lock never sees more than ``maxsize``."""
+        self._apply_recency()
+        while self._data and len(self._data) >= self.maxsize:
+            _, evicted = self._data.popitem(last=False)
+            self._used.pop(evicted, None)
+            self.evictions += 1
+        self._data[key] = _Entry(value, key)
         if self._identities is not None:
             try:
                 self._identities[key] = value
             except TypeError:  # a value that cannot be weakly referenced keeps no identity
                 pass
-        if len(self._data) > self.maxsize:
-            self._data.popitem(last=False)
-            self.evictions += 1
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self._used.clear()
             if self._identities is not None:
                 self._identities.clear()
 
     def __len__(self) -> int:
         return len(self._data)
+
+    def keys_by_recency(self) -> list[Hashable]:
+        """Keys from least to most recently used (applies pending recency; takes the lock)."""
+        with self._lock:
+            self._apply_recency()
+            return list(self._data)
 
     def stats(self) -> CacheStats:
         with self._lock:
@@ -126,7 +225,10 @@ class BoundedCache:
         self._lock = threading.Lock()
 
 
-_MISSING = object()
+
+
+def _stamp(entry: _Entry) -> int:
+    return entry.stamp
 
 
 def _renew_all_locks() -> None:

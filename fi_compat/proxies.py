@@ -1,15 +1,19 @@
-"""The wrapt proxies fi_compat installs in place of flashinfer functions.
+"""What fi_compat installs in place of flashinfer functions.
 
-A proxy keeps the original's name, docstring, signature and module (wrapt
-forwards them), so ``inspect.signature`` and flashinfer's own callers see no
-difference.  What it adds is recognisable (``_fi_compat_wrapper``) and answers
-for itself: ``cache_info()`` and ``cache_clear()`` are fi_compat's, never the
-numbers of flashinfer's inner ``functools.cache`` that a plain
-``FunctionWrapper`` would forward.
+* :class:`MemoizedFunction`: a bounded memo.  It is a plain Python function
+  (the cheapest thing to call on the decode path) that keeps the original's
+  name, docstring, module and signature (``__wrapped__``), so
+  ``inspect.signature`` and flashinfer's own callers see no difference.
+* :class:`CallThrough`: a wrapt proxy that rewrites a call (transparent mode).
+
+Both are recognisable (``_fi_compat_wrapper``) and answer for themselves:
+``cache_info()`` and ``cache_clear()`` are fi_compat's, never the numbers of
+flashinfer's inner ``functools.cache``.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 from functools import _CacheInfo  # the namedtuple functools.lru_cache returns
@@ -17,7 +21,7 @@ from typing import Any, Callable, Hashable, Optional
 
 import wrapt
 
-from .cache import BoundedCache
+from .cache import MISSING, BoundedCache
 
 KeyFunction = Callable[[tuple, dict], Optional[Hashable]]
 ComputeFunction = Callable[[tuple, dict, Hashable], Any]
@@ -80,54 +84,91 @@ class FiCompatProxy(wrapt.FunctionWrapper):
         return self.__reduce_ex__(2)
 
 
-class MemoizedFunction(FiCompatProxy):
+class _RecognisedByMarker(type):
+    """``isinstance(obj, MemoizedFunction)`` for the plain functions it makes."""
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return getattr(obj, "_fi_compat_memo", False) is True
+
+
+EntryFactory = Callable[[Callable, _Switch, Callable, Callable, ComputeFunction], Callable]
+"""``factory(original, switch, lookup, fill, compute)`` -> a function with the
+original's exact signature that computes the key from its own parameters
+(:mod:`fi_compat.adapters.builder_entries`)."""
+
+
+class MemoizedFunction(metaclass=_RecognisedByMarker):
     """Bounded memo in front of a flashinfer function.
+
+    ``MemoizedFunction(wrapped, cache, key, compute, fallback)`` returns a
+    plain Python function, not a wrapt proxy: a hit is then one Python call
+    (no ``FunctionWrapper`` dispatch, no descriptor binding object under a
+    ``classmethod``).  It carries what a proxy would: ``__wrapped__`` (so
+    ``inspect.signature`` shows the original's), the original's name,
+    qualified name, module and docstring (``functools.update_wrapper``), and
+    fi_compat's own ``cache_info()`` / ``cache_clear()`` / ``fi_compat_cache``
+    / ``fi_compat_deactivate()``.  It pickles by reference like the original
+    (``module.qualname`` names it while installed).
 
     ``key(args, kwargs)`` maps a call to a hashable key, or ``None`` for a call
     it cannot key (then ``fallback(args, kwargs)`` answers it: a bounded path
-    too, never flashinfer's unbounded cache).  ``compute(args, kwargs, key)``
-    produces the value on a miss; it may call a different function than the
-    wrapped one (``__wrapped__`` of a ``functools.cache``) with normalised
-    arguments.
+    too, never flashinfer's unbounded cache); a key that turns out unhashable
+    goes to the fallback as well.  ``compute(args, kwargs, key)`` produces the
+    value on a miss; it may call a different function than the wrapped one
+    (``__wrapped__`` of a ``functools.cache``) with normalised arguments.
+    ``entry``, when given, replaces the generic ``(*args, **kwargs)`` function
+    with one specialised to the original's signature (keywords bind straight
+    to locals: no kwargs dict, no argument gathering).
 
-    Cost of a hit: the key function, one lock round trip and a dict move.
+    Cost of a hit: the key function and :meth:`BoundedCache.lookup` (no lock).
     """
 
-    def __init__(self, wrapped: Callable, cache: BoundedCache, key: KeyFunction,
-                 compute: ComputeFunction, fallback: Optional[FallbackFunction] = None) -> None:
+    def __new__(cls, wrapped: Callable, cache: BoundedCache, key: KeyFunction, compute: ComputeFunction,
+                fallback: Optional[FallbackFunction] = None, entry: Optional[EntryFactory] = None) -> Any:
         switch = _Switch()
-        get_or_compute = cache.get_or_compute
+        lookup, fill = cache.lookup, cache.fill
         if fallback is None:
 
             def fallback(args: tuple, kwargs: dict, _wrapped: Callable = wrapped) -> Any:
                 return _wrapped(*args, **kwargs)
 
-        # A closure over locals: the cheapest call path wrapt allows.
-        def call(wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
-            if switch.active:
-                if instance is not None:
-                    # Bound through a descriptor (a classmethod around the
-                    # proxy, before Python 3.13): the original takes it first.
-                    args = (instance, *args)
-                cache_key = key(args, kwargs)
-                if cache_key is not None:
-                    return get_or_compute(cache_key, compute, args, kwargs, cache_key)
-                return fallback(args, kwargs)
-            return wrapped(*args, **kwargs)
+        if entry is not None:
+            proxy = entry(wrapped, switch, lookup, fill, compute)
+        else:
+            def proxy(*args: Any, **kwargs: Any) -> Any:
+                if switch.active:
+                    cache_key = key(args, kwargs)
+                    if cache_key is not None:
+                        try:
+                            value = lookup(cache_key)
+                        except TypeError:  # an unhashable argument in the key
+                            return fallback(args, kwargs)
+                        if value is not MISSING:
+                            return value
+                        return fill(cache_key, compute, args, kwargs, cache_key)
+                    return fallback(args, kwargs)
+                return wrapped(*args, **kwargs)
 
-        super().__init__(wrapped, call, switch)
-        self._self_cache = cache
+        functools.update_wrapper(proxy, wrapped)
+        proxy.__wrapped__ = wrapped
 
-    @property
-    def fi_compat_cache(self) -> BoundedCache:
-        return self._self_cache
+        def cache_info() -> _CacheInfo:
+            stats = cache.stats()
+            return _CacheInfo(stats.hits, stats.misses, stats.maxsize, stats.currsize)
 
-    def cache_info(self) -> _CacheInfo:
-        stats = self._self_cache.stats()
-        return _CacheInfo(stats.hits, stats.misses, stats.maxsize, stats.currsize)
+        def deactivate() -> None:
+            switch.active = False
+            proxy._self_active = False
 
-    def cache_clear(self) -> None:
-        self._self_cache.clear()
+        proxy._fi_compat_wrapper = True
+        proxy._fi_compat_memo = True
+        proxy._fi_compat_original = wrapped
+        proxy._self_active = True
+        proxy.fi_compat_cache = cache
+        proxy.cache_info = cache_info
+        proxy.cache_clear = cache.clear
+        proxy.fi_compat_deactivate = deactivate
+        return proxy
 
 
 class CallThrough(FiCompatProxy):
@@ -145,4 +186,5 @@ class CallThrough(FiCompatProxy):
 
 
 def is_fi_compat_proxy(obj: object) -> bool:
-    return isinstance(obj, FiCompatProxy)
+    """A proxy or memoized function fi_compat installed (``__wrapped__`` is the original)."""
+    return getattr(obj, "_fi_compat_wrapper", False) is True

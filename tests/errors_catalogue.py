@@ -488,6 +488,13 @@ ROWS: list[Row] = [
         "argument --context: 0 must be positive"),
     Row("soak-policy", "fi-compat soak", "--policy fixed", cli("soak", "--policy", "fixed"), "exit 2",
         "argument --policy: invalid choice: 'fixed'"),
+    Row("soak-batch-sizes", "fi-compat soak", "--batch-sizes 64:8", cli("soak", "--batch-sizes", "64:8"), "exit 2",
+        "argument --batch-sizes: '64:8': need 1 <= LOW <= HIGH"),
+    Row("soak-layout", "fi-compat soak", "--layout tgi", cli("soak", "--layout", "tgi"), "exit 2",
+        "argument --layout: invalid choice: 'tgi'"),
+    Row("soak-trtllm-backend", "fi-compat soak", "--layout trtllm --backend cute-dsl",
+        cli("soak", "--layout", "trtllm", "--backend", "cute-dsl"), "exit 2",
+        "--backend cute-dsl with --layout trtllm: TensorRT-LLM's call passes trtllm-gen"),
     # ---------------------------------------------------------------- fi-compat run (every row fails before exec)
     Row("run-nothing", "fi-compat run", "no command", cli("run"), "exit 2", "no command given: put it after --"),
     Row("run-no-separator", "fi-compat run", "python app.py (no --)", cli("run", "python", "app.py"), "exit 2",

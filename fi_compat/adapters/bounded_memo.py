@@ -24,7 +24,9 @@ from typing import Any, Callable, Hashable, Optional
 from ..cache import BoundedCache
 from ..lookup import NO_MEMO, Found
 from ..proxies import MemoizedFunction
+from . import keys
 from .base import Plan, PatchStep
+from .builder_entries import fast_entry
 from .keys import ArgumentLayout
 
 
@@ -67,9 +69,19 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     cache = BoundedCache(bound.name, size, keep_identity=bound.keep_identity)
     caches = {bound.name: cache}
 
-    def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
-        values = layout.complete(args, kwargs)
-        return None if values is None else key_of(values)
+    complete, count = layout.complete, len(layout.names)
+    if bound.key is keys.exact_key:
+        # the complete argument tuple is the key: no normalising call per lookup
+        def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
+            if not kwargs and len(args) == count:  # every parameter positionally: the tuple is complete
+                return args
+            return complete(args, kwargs)
+    else:
+        def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
+            if not kwargs and len(args) == count:
+                return key_of(args)
+            values = complete(args, kwargs)
+            return None if values is None else key_of(values)
 
     if bound.computes_from_key:
         def compute(args: tuple, kwargs: dict, normalised: Any) -> Any:
@@ -92,7 +104,11 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
         def fallback(args: tuple, kwargs: dict) -> Any:
             return target(*args, **kwargs)
 
-    proxy = MemoizedFunction(original, cache, key, compute, fallback)
+    # The builder runs on every decode: a memo with its own signature skips the
+    # generic argument handling (same key; see builder_entries).  Its unkeyable
+    # calls go to the original, so only where that is not a functools cache.
+    entry = fast_entry(target) if bound.key is keys.builder_key and not replaces_cache else None
+    proxy = MemoizedFunction(original, cache, key, compute, fallback, entry=entry)
     if found.descriptor is not None:  # a class member: put the same descriptor back around the proxy
         step = PatchStep(bound.spec.qualname, found.raw, proxy, found.aliases,
                          before=original.cache_clear if replaces_cache else None, value=found.descriptor(proxy))

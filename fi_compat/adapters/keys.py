@@ -160,13 +160,12 @@ def tuning_config_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tupl
 
 
 def exact_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
-    """The complete argument tuple as it is (hashable, else ``None``): bounded, not normalised."""
+    """The complete argument tuple as it is: bounded, not normalised.  Not
+    hashed here: the memo's lookup hashes it once and sends an unhashable one
+    to its fallback (flashinfer's specs hash in Python, so a second hash per
+    call would cost as much as the lookup)."""
 
     def key(values: tuple) -> Optional[tuple]:
-        try:
-            hash(values)
-        except TypeError:
-            return None
         return values
 
     return key
@@ -181,68 +180,78 @@ def split_kv_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
     def key(values: tuple) -> Optional[tuple]:
         if position is not None:
             values = (*values[:position], k_tile_ceiling(values[position]), *values[position + 1:])
-        try:
-            hash(values)
-        except TypeError:
-            return None
-        return values
+        return values  # hashed once, by the memo's lookup (see exact_key)
 
     return key
 
 
-# Builder parameters that enter the key as they are (absent ones read as None).
-_BUILDER_SCALARS = ("q_len", "num_heads", "kv_lora_rank", "has_sparse_mla_top_k_lens", "enable_dcp",
-                    "cp_world", "cp_rank")
+BUILDER_SCALARS = ("q_len", "num_heads", "kv_lora_rank", "has_sparse_mla_top_k_lens", "enable_dcp",
+                   "cp_world", "cp_rank")
+"""Builder parameters that enter the key as they are (absent ones read as ``None``)."""
 _CUTE_DSL = "cute-dsl"
 
 
 def builder_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[Hashable]]:
-    """Key of ``_build_mla_decode_tuning_config``: shapes and scalars, never tensor data.
+    """Key of ``_build_mla_decode_tuning_config`` from the complete argument
+    tuple: :func:`builder_key_of` on the parameters this release has (absent
+    ones read as ``None``).  The decode path's own call never comes here: it
+    goes through the signature-specialised entry
+    (:mod:`fi_compat.adapters.builder_entries`), which computes the same key."""
+    at = layout.index
+    kv_cache, tables, length = at["kv_cache"], at["block_tables"], at["max_seq_len"]
+    runners, workspace, device = at["runner_names"], at["workspace_buffer"], at["device"]
+    impl, sinks = at.get("cute_dsl_impl"), at.get("sinks")
+    scalars = tuple(at.get(name) for name in BUILDER_SCALARS)
+
+    def key(values: tuple) -> Optional[Hashable]:
+        return builder_key_of(values[kv_cache], values[tables], values[workspace], values[runners], values[length],
+                              values[device], None if impl is None else values[impl],
+                              None if sinks is None else values[sinks],
+                              tuple(None if i is None else values[i] for i in scalars))
+
+    return key
+
+
+def builder_key_of(kv_cache: Any, block_tables: Any, workspace_buffer: Any, runner_names: Any, max_seq_len: Any,
+                   device: Any, cute_dsl_impl: Any, sinks: Any, scalars: tuple) -> Optional[Hashable]:
+    """Key of one builder call: shapes and scalars, never tensor data.
 
     * ``kv_cache.shape[0]`` (pages: seeds the block-table initializer),
       ``kv_cache.shape[-2]`` (page size) and ``block_tables.shape[-1]``
       (width; the sparse top-k width from 0.6.17 on);
     * ``profile_ladder(min(max_seq_len, width * page_size))``;
-    * ``runner_names`` and the scalars above;
+    * ``runner_names`` and ``scalars`` (:data:`BUILDER_SCALARS`, in that order);
     * only with a ``"cute-dsl"`` runner: the workspace size in bytes, the device
       (its SM count), ``k_tile_ceiling(max_seq_len)`` and ``cute_dsl_impl``,
       because the cute-dsl batch cap is computed from them through the sizer.
       A cute-dsl call with ``sinks`` is not keyed (the cap may depend on them).
 
-    Cost: runs on every decode call: one shape read per tensor, one tuple.
+    Returns ``None`` for a call it cannot key (no shapes, a non-integer length).
+    Cost: runs on every decode call: two shape reads, one tuple (about 1 us).
     """
-    at = layout.index
-    kv_cache, tables, length = at["kv_cache"], at["block_tables"], at["max_seq_len"]
-    runners, workspace, device = at["runner_names"], at["workspace_buffer"], at["device"]
-    impl, sinks = at.get("cute_dsl_impl"), at.get("sinks")
-    scalars = tuple(at.get(name) for name in _BUILDER_SCALARS)
-
-    def key(values: tuple) -> Optional[Hashable]:
-        try:
-            kv_shape = values[kv_cache].shape
-            width = values[tables].shape[-1]
-            runner_names = tuple(values[runners])
-            page_size, num_pages = kv_shape[-2], kv_shape[0]
-        except (AttributeError, IndexError, TypeError):
-            return None
-        max_seq_len = as_int(values[length])
+    try:
+        kv_shape = kv_cache.shape
+        width = block_tables.shape[-1]
+        runner_names = tuple(runner_names)
+        page_size, num_pages = kv_shape[-2], kv_shape[0]
+    except (AttributeError, IndexError, TypeError):
+        return None
+    if type(max_seq_len) is not int:
+        max_seq_len = as_int(max_seq_len)
         if max_seq_len is None:
             return None
-        cute: Optional[tuple] = None
-        if _CUTE_DSL in runner_names:
-            if sinks is not None and values[sinks] is not None:
-                return None
-            try:
-                workspace_bytes = values[workspace].numel() * values[workspace].element_size()
-            except AttributeError:
-                return None
-            cute = (workspace_bytes, values[device], k_tile_ceiling(max_seq_len),
-                    None if impl is None else values[impl])
-        profile = profile_ladder(min(max_seq_len, width * page_size))
-        return (num_pages, page_size, width, profile, runner_names, cute,
-                *(None if i is None else values[i] for i in scalars))
-
-    return key
+    cute: Optional[tuple] = None
+    if _CUTE_DSL in runner_names:
+        if sinks is not None:
+            return None
+        try:
+            workspace_bytes = workspace_buffer.numel() * workspace_buffer.element_size()
+        except AttributeError:
+            return None
+        cute = (workspace_bytes, device, k_tile_ceiling(max_seq_len), cute_dsl_impl)
+    capacity = width * page_size
+    return (num_pages, page_size, width, profile_ladder(max_seq_len if max_seq_len < capacity else capacity),
+            runner_names, cute, scalars)
 
 
 def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
@@ -261,6 +270,6 @@ def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
 
 
 __all__ = [
-    "ArgumentLayout", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "builder_key", "exact_key", "fresh_builder_arguments",
+    "ArgumentLayout", "BUILDER_SCALARS", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "builder_key", "builder_key_of", "exact_key", "fresh_builder_arguments",
     "k_tile_ceiling", "profile_ladder", "split_kv_key", "tuning_config_key",
 ]

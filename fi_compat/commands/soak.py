@@ -1,197 +1,33 @@
-"""``fi-compat soak``: host memory and time, with and without fi_compat.
+"""``fi-compat soak``: host time and host memory, with and without fi_compat.
 
-Drives the real flashinfer MLA decode host path (argument checks, tuning
-config builder, ``AutoTuner.choose_one``, runner, kernel launch recorded by
-the CPU shim) through a loop whose ``max_seq_len`` changes every batch the
-way a serving engine's does, once unpatched and once with fi_compat, each in
-its own process so neither sees the other's caches.
+Drives the real flashinfer MLA decode host path through a loop whose
+``max_seq_len`` changes every batch the way a serving engine's does, with one
+engine's call (``--layout``: TensorRT-LLM's by default, or vLLM's or SGLang's;
+SGLang's block-table width follows the batch), unpatched and with fi_compat
+installed.  Each variant runs twice over the same batches, each run in its own
+process: a timed pass (host time per call, RSS) and a traced pass
+(``tracemalloc``), because tracing allocations makes the code it traces
+several times slower and its times would say nothing about host time.  The
+report gives both, and the census of flashinfer's and fi_compat's caches.
+Host time is read on two clocks: wall (what a user waits for on a quiet
+machine) and the thread's CPU time (which leaves out the time other processes
+held the core: the steadier figure on a shared machine).
 
-Cost: a few seconds of start-up per variant (importing flashinfer), then
-about 0.2 ms per batch untraced, about 1.5 ms traced (``tracemalloc`` is on
-by default because memory is the point; ``--no-trace-memory`` measures time
-and RSS only).  The default run takes well under a minute on 2 CPU cores.
+Cost: four processes of a few seconds each (importing flashinfer), then about
+0.1-0.3 ms per batch timed and 1.5 ms traced: the default run takes about a
+minute on 2 CPU cores.  ``--no-trace-memory`` skips the traced passes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
-import random
-import statistics
 import subprocess
 import sys
-import time
-from array import array
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 VARIANTS = ("unpatched", "fi_compat")
-DISTRIBUTIONS = ("serving", "uniform", "sweep", "repeat")
-PAGE_SIZE = 64
-PLOT_POINTS = 200
-
-
-# --------------------------------------------------------------------------- lengths
-
-
-def serving_lengths(context: int, steps: int, rng: random.Random, batch: int = 8) -> Iterator[int]:
-    """Per-batch maximum KV length of a toy continuous-batching server: each
-    slot holds a request (prompt + generated tokens) that grows by one token a
-    step and is replaced by a new one when it finishes or reaches the context."""
-
-    def new_request() -> list[int]:
-        prompt = int(min(context - 1, max(1, rng.lognormvariate(math.log(context / 8), 1.0))))
-        return [prompt, prompt + rng.randint(1, max(1, context // 16))]
-
-    slots = [new_request() for _ in range(batch)]
-    for _ in range(steps):
-        yield max(min(current, context) for current, _ in slots)
-        for slot in slots:
-            slot[0] += 1
-            if slot[0] >= slot[1] or slot[0] >= context:
-                slot[:] = new_request()
-
-
-def lengths_for(distribution: str, context: int, steps: int, seed: int) -> list[int]:
-    rng = random.Random(seed)
-    if distribution == "serving":
-        return list(serving_lengths(context, steps, rng))
-    if distribution == "uniform":
-        return [rng.randint(1, context) for _ in range(steps)]
-    if distribution == "repeat":
-        # the same length every batch: 0.6.13 - 0.6.15's autotuner pathology needs no variety
-        return [max(1, context // 2)] * steps
-    if distribution == "sweep":
-        # ``steps`` distinct lengths spread over 1..context (all of them when steps >= context)
-        if steps >= context:
-            return list(range(1, context + 1))
-        return sorted({1 + (i * (context - 1)) // max(1, steps - 1) for i in range(steps)})
-    raise ValueError(f"--distribution {distribution!r}; accepted: {', '.join(DISTRIBUTIONS)}")
-
-
-# --------------------------------------------------------------------------- worker
-
-
-def _rss_bytes() -> Optional[int]:
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _progress(done: int, total: int, label: str, stream: Any) -> None:
-    width = 30
-    filled = int(width * done / total)
-    stream.write(f"\r{label:>10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-    if done == total:
-        stream.write("\n")
-    stream.flush()
-
-
-def run_worker(variant: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Run one variant in this process; returns its measurements."""
-    import gc
-    import tracemalloc
-
-    import torch
-
-    import fi_compat
-    from fi_compat import census
-    from fi_compat.testing import cpu_host
-
-    lengths = options["lengths"]
-    trace = options["trace_memory"]
-    if variant == "fi_compat":
-        fi_compat.install(maxsize=options["maxsize"], max_seq_len_policy=options["policy"])
-    with cpu_host() as host:
-        import flashinfer
-        import flashinfer.mla
-
-        decode = fi_compat.mla_decode if variant == "fi_compat" else flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
-        context = options["context"]
-        width = -(-context // PAGE_SIZE)
-        batch, heads, rank, rope = 4, 128, 512, 64
-        query = torch.zeros(batch, 1, heads, rank + rope, dtype=torch.bfloat16)
-        kv_cache = torch.zeros(64, PAGE_SIZE, rank + rope, dtype=torch.bfloat16)
-        workspace = torch.zeros(1 << 20, dtype=torch.uint8)
-        block_tables = torch.zeros(batch, 2, width, dtype=torch.int32)
-        seq_lens = torch.ones(batch, dtype=torch.int32)
-        out = torch.zeros(batch, 1, heads, rank, dtype=torch.bfloat16)
-
-        def call(max_seq_len: int) -> None:
-            # TensorRT-LLM's call: 16 positional arguments and four keywords.
-            decode(query, kv_cache, workspace, 128, rank, rope, block_tables, seq_lens, max_seq_len, 0, out,
-                   1.0, 1.0, None, None, False, backend="trtllm-gen", is_var_seq=True,
-                   uses_shared_paged_kv_idx=False, multi_ctas_kv_counter_buffer=None)
-
-        call(1)  # warm-up: first-call imports and allocations are not growth
-        host.recorder.clear()
-        # Preallocated before the start is read, so the soak's own bookkeeping
-        # is not counted as growth (tracemalloc or RSS).
-        every = max(1, len(lengths) // PLOT_POINTS)
-        times = array("d", bytes(8 * len(lengths)))
-        sample_steps = array("q", bytes(8 * (len(lengths) // every + 1)))
-        sample_bytes = array("q", bytes(8 * (len(lengths) // every + 1)))
-        taken = 0
-        gc.collect()
-        if trace:
-            tracemalloc.start()
-        traced_start = tracemalloc.get_traced_memory()[0] if trace else 0
-        rss_start = _rss_bytes()
-        show = options["progress"]
-        clock = time.perf_counter
-        for step, max_seq_len in enumerate(lengths, 1):
-            seq_lens.fill_(max_seq_len)
-            started = clock()
-            call(max_seq_len)
-            times[step - 1] = clock() - started
-            host.recorder.launches.clear()
-            if step % every == 0 or step == len(lengths):
-                used = (tracemalloc.get_traced_memory()[0] - traced_start) if trace else ((_rss_bytes() or 0) - (rss_start or 0))
-                sample_steps[taken], sample_bytes[taken] = step, used
-                taken += 1
-                if show:
-                    _progress(step, len(lengths), variant, sys.stderr)
-        gc.collect()
-        traced_growth = tracemalloc.get_traced_memory()[0] - traced_start if trace else None
-        rss_end = _rss_bytes()
-        if trace:
-            tracemalloc.stop()
-        launches = host.recorder.total
-        counted = census.take()
-        flashinfer_entries = sum(c.currsize for c in counted.values() if c.owner == census.FLASHINFER and c.unbounded)
-        state = fi_compat.status()
-    distinct = len(set(lengths))
-    times = times.tolist()
-    ordered = sorted(times)
-    head = times[: min(1000, len(times))]
-    tail = times[-min(1000, len(times)):]
-    return {
-        "variant": variant,
-        "flashinfer": flashinfer.__version__,
-        "outcome": state["outcome"],
-        "steps": len(lengths),
-        "distinct_max_seq_len": distinct,
-        "launches": launches,
-        "trace_memory": trace,
-        "tracemalloc_growth_bytes": traced_growth,
-        "rss_growth_bytes": None if rss_start is None or rss_end is None else rss_end - rss_start,
-        "growth_per_distinct_bytes": None if traced_growth is None else traced_growth / max(1, distinct),
-        "flashinfer_cache_entries": flashinfer_entries,
-        "fi_compat_caches": state["caches"],
-        "time_per_call_us": {
-            "median": statistics.median(times) * 1e6,
-            "p99": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1e6,
-            "first_1000_mean": statistics.fmean(head) * 1e6,
-            "last_1000_mean": statistics.fmean(tail) * 1e6,
-        },
-        "samples": list(zip(sample_steps[:taken], sample_bytes[:taken])),
-    }
-
-
-# --------------------------------------------------------------------------- parent
+FIXED_BATCH = 4
 
 
 def _format_bytes(value: Optional[float]) -> str:
@@ -203,52 +39,74 @@ def _format_bytes(value: Optional[float]) -> str:
     return f"{value:.0f} B"
 
 
-def report_text(results: list[dict[str, Any]], options: dict[str, Any]) -> str:
+def _unbounded_flashinfer_entries(result: dict) -> int:
+    return sum(c["currsize"] for c in result["census_after"].values()
+               if c["owner"] == "flashinfer" and c["maxsize"] is None)
+
+
+def census_growth(result: dict) -> list[str]:
+    """Every cache the census saw grow during the pass, largest gain first."""
+    from ..census import CacheCount, grown
+
+    def counts(raw: dict) -> dict:
+        return {name: CacheCount(**entry) for name, entry in raw.items()}
+
+    return [g.describe() for g in grown(counts(result["census_before"]), counts(result["census_after"]))]
+
+
+def report_text(timed: dict[str, dict], traced: dict[str, dict], options: dict[str, Any]) -> str:
+    low, high = options["batch_range"]
     lines = [
-        f"fi-compat soak: flashinfer {results[0]['flashinfer']}, context {options['context']:,}, "
-        f"distribution {options['distribution']}, seed {options['seed']}, policy {options['policy']}, "
-        f"maxsize {options['maxsize']}",
+        f"fi-compat soak: flashinfer {next(iter(timed.values()))['flashinfer']}, layout {options['layout']}, backend "
+        f"{options['backend']}, batch size {low if low == high else f'{low}-{high} (varies per batch)'}, "
+        f"context {options['context']:,}, distribution {options['distribution']}, seed {options['seed']}, "
+        f"maxsize {options['maxsize']}" + (f", call API (policy {options['policy']})" if options["call_api"] else ""),
         "",
-        f"{'':28}" + "".join(f"{r['variant']:>20}" for r in results),
+        f"{'':34}" + "".join(f"{variant:>20}" for variant in timed),
     ]
 
     def row(label: str, values: list[str]) -> None:
-        lines.append(f"{label:28}" + "".join(f"{v:>20}" for v in values))
+        lines.append(f"{label:34}" + "".join(f"{v:>20}" for v in values))
 
+    results = list(timed.values())
     row("batches (distinct lengths)", [f"{r['steps']:,} ({r['distinct_max_seq_len']:,})" for r in results])
-    row("tracemalloc growth", [_format_bytes(r["tracemalloc_growth_bytes"]) for r in results])
-    row("RSS growth", [_format_bytes(r["rss_growth_bytes"]) for r in results])
-    row("growth / distinct length", [_format_bytes(r["growth_per_distinct_bytes"]) for r in results])
-    row("flashinfer unbounded cache entries", [str(r["flashinfer_cache_entries"]) for r in results])
-    row("fi_compat cache entries", [
-        "-" if not r["fi_compat_caches"] else "+".join(str(c["currsize"]) for c in r["fi_compat_caches"].values())
-        for r in results
-    ])
-    row("host time/call median", [f"{r['time_per_call_us']['median']:.0f} us" for r in results])
-    row("host time/call p99", [f"{r['time_per_call_us']['p99']:.0f} us" for r in results])
-    row("last-1000 / first-1000", [
-        f"{r['time_per_call_us']['last_1000_mean'] / r['time_per_call_us']['first_1000_mean']:.2f}" for r in results
-    ])
-    by_variant = {r["variant"]: r for r in results}
-    if set(by_variant) == set(VARIANTS):
-        base, ours = by_variant["unpatched"], by_variant["fi_compat"]
-        lines.append("")
-        if base["steps"] != ours["steps"]:
-            lines.append(
-                f"note: the unpatched side ran {base['steps']:,} batches ({base['distinct_max_seq_len']:,} distinct "
-                f"lengths) to save time; compare the per-length figures, not the totals"
-            )
-        if base["growth_per_distinct_bytes"] is not None and ours["growth_per_distinct_bytes"] is not None:
-            lines.append(
-                f"growth per distinct max_seq_len: unpatched {_format_bytes(base['growth_per_distinct_bytes'])}, "
-                f"fi_compat {_format_bytes(ours['growth_per_distinct_bytes'])}"
-            )
-        if options["trace_memory"]:
-            lines.append("(host times are measured under tracemalloc; run with --no-trace-memory for plain timings)")
+    lines.append("host time per call (timed pass, no tracing):")
+    row("  median / p99, wall clock", [f"{r['time_per_call_us']['median']:.0f} / {r['time_per_call_us']['p99']:.0f} us"
+                                       for r in results])
+    row("  mean, wall clock", [f"{r['time_per_call_us']['mean']:.0f} us" for r in results])
+    row("  median / mean, thread CPU time", [
+        f"{r['time_per_call_us']['cpu_median']:.0f} / {r['time_per_call_us']['cpu_mean']:.0f} us" for r in results])
+    window = results[0]["time_per_call_us"]["window"]
+    row(f"  last-{window:,} / first-{window:,} (CPU)", [
+        f"{r['time_per_call_us']['last_cpu_mean'] / r['time_per_call_us']['first_cpu_mean']:.2f}" for r in results])
+    lines.append("host memory:")
+    if traced:
+        row("  tracemalloc growth (traced pass)", [_format_bytes(traced[v]["tracemalloc_growth_bytes"]) for v in timed])
+        row("  growth / distinct length", [
+            _format_bytes(traced[v]["tracemalloc_growth_bytes"] / max(1, traced[v]["distinct_max_seq_len"]))
+            for v in timed])
+    row("  RSS growth (timed pass)", [_format_bytes(r["rss_growth_bytes"]) for r in results])
+    lines.append("census after the batches:")
+    row("  flashinfer unbounded cache entries", [str(_unbounded_flashinfer_entries(r)) for r in results])
+    row("  fi_compat cache entries", [
+        "-" if not r["fi_compat_caches"] else
+        str(sum(c["currsize"] for c in r["fi_compat_caches"].values())) for r in results])
+    for variant, result in timed.items():
+        growth = census_growth(result)
+        lines.append(f"caches that grew, {variant}:" + ("" if growth else " none"))
+        lines.extend(f"  {line}" for line in growth[:8])
+        if len(growth) > 8:
+            lines.append(f"  ... and {len(growth) - 8} more")
+    if set(timed) == set(VARIANTS) and timed["unpatched"]["steps"] != timed["fi_compat"]["steps"]:
+        base = timed["unpatched"]
+        lines.append(f"note: the unpatched side ran {base['steps']:,} batches ({base['distinct_max_seq_len']:,} "
+                     "distinct lengths) to save time; compare the per-length figures, not the totals")
+    if not traced:
+        lines.append("(--no-trace-memory: no traced pass; memory is RSS only)")
     return "\n".join(lines)
 
 
-def plot(results: list[dict[str, Any]], path: str, options: dict[str, Any]) -> None:
+def plot(timed: dict[str, dict], traced: dict[str, dict], path: str, options: dict[str, Any]) -> None:
     try:
         import matplotlib
 
@@ -256,29 +114,29 @@ def plot(results: list[dict[str, Any]], path: str, options: dict[str, Any]) -> N
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise SystemExit(f"--plot needs matplotlib: pip install 'fi-compat[plot]' ({exc})") from None
+    source = traced or timed
     figure, axis = plt.subplots(figsize=(8, 4.5))
-    for result in results:
+    for variant, result in source.items():
         steps = [s for s, _ in result["samples"]]
         mib = [b / (1 << 20) for _, b in result["samples"]]
-        axis.plot(steps, mib, label=f"{result['variant']} ({result['outcome'] or 'not installed'})")
-    measure = "tracemalloc" if options["trace_memory"] else "RSS"
+        axis.plot(steps, mib, label=f"{variant} ({result['outcome'] or 'not installed'})")
     axis.set_xlabel("decode batch (max_seq_len changes every batch)")
-    axis.set_ylabel(f"host memory growth, MiB ({measure})")
-    axis.set_title(f"flashinfer {results[0]['flashinfer']} MLA decode host path, context {options['context']:,}")
+    axis.set_ylabel(f"host memory growth, MiB ({'tracemalloc' if traced else 'RSS'})")
+    axis.set_title(f"flashinfer {next(iter(source.values()))['flashinfer']} MLA decode host path, "
+                   f"{options['layout']} layout, context {options['context']:,}")
     axis.legend()
     axis.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
 
-def _spawn(variant: str, options: dict[str, Any]) -> dict[str, Any]:
-    payload = json.dumps({"variant": variant, "options": options})
-    process = subprocess.run(
-        [sys.executable, "-m", "fi_compat.commands.soak", "--worker"], input=payload, text=True,
-        stdout=subprocess.PIPE, stderr=None, check=False,
-    )
+def _spawn(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, Any]:
+    payload = json.dumps({"variant": variant, "traced": traced, "options": options})
+    process = subprocess.run([sys.executable, "-m", "fi_compat.commands.soak_worker"], input=payload, text=True,
+                             stdout=subprocess.PIPE, stderr=None, check=False)
     if process.returncode != 0:
-        raise SystemExit(f"soak: the {variant} worker failed (exit {process.returncode}); see its output above")
+        kind = "traced" if traced else "timed"
+        raise SystemExit(f"soak: the {variant} {kind} pass failed (exit {process.returncode}); see its output above")
     return json.loads(process.stdout.strip().splitlines()[-1])
 
 
@@ -292,11 +150,32 @@ def _positive(text: str) -> int:
     return value
 
 
+def _batch_range(text: str) -> tuple[int, int]:
+    low, sep, high = text.partition(":")
+    try:
+        bounds = (int(low), int(high)) if sep else (int(low), int(low))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}; accepted: LOW:HIGH (e.g. 8:64) or one size") from None
+    if not 1 <= bounds[0] <= bounds[1]:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= LOW <= HIGH")
+    return bounds
+
+
 def register(subparsers: Any) -> None:
+    from ..testing.workload import BACKENDS, DISTRIBUTIONS, LAYOUTS
+
     parser = subparsers.add_parser(
-        "soak", help="host memory and time of the MLA decode host path, with and without fi_compat",
+        "soak", help="host time and memory of the MLA decode host path, with and without fi_compat",
         description=__doc__.split("\n\n")[0],
     )
+    parser.add_argument("--layout", choices=LAYOUTS, default="trtllm",
+                        help="whose call: TensorRT-LLM's (default), vLLM's or SGLang's")
+    parser.add_argument("--backend", choices=BACKENDS, default=None,
+                        help="backend of the vllm/sglang call (default: the engine's, auto); "
+                             "TensorRT-LLM's call always passes trtllm-gen")
+    parser.add_argument("--batch-sizes", type=_batch_range, default=(FIXED_BATCH, FIXED_BATCH), metavar="LOW:HIGH",
+                        help=f"a batch size drawn from LOW..HIGH every batch (TensorRT-LLM serves 8:64); "
+                             f"default {FIXED_BATCH}, fixed")
     parser.add_argument("--context", type=_positive, default=131_072, help="context length (default 131072)")
     parser.add_argument("--steps", type=_positive, default=5_000, help="decode batches per variant (default 5000)")
     parser.add_argument("--distribution", choices=DISTRIBUTIONS, default="serving",
@@ -308,10 +187,13 @@ def register(subparsers: Any) -> None:
                         help="run fewer batches on the unpatched side (the report says so)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--maxsize", type=_positive, default=None, help="fi_compat cache size (default: FI_COMPAT_CACHE_SIZE or 256)")
-    parser.add_argument("--policy", choices=("exact", "bucket", "capacity"), default="exact")
+    parser.add_argument("--call-api", action="store_true",
+                        help="the fi_compat side calls fi_compat.mla_decode (with --policy) instead of flashinfer's function")
+    parser.add_argument("--policy", choices=("exact", "bucket", "capacity"), default="exact",
+                        help="max_seq_len policy of --call-api (default exact)")
     parser.add_argument("--variant", choices=VARIANTS + ("both",), default="both")
     parser.add_argument("--trace-memory", action=argparse.BooleanOptionalAction, default=True,
-                        help="measure with tracemalloc (default) or RSS only")
+                        help="a traced pass per variant for tracemalloc growth (default), or RSS only")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal or the run is long)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -320,8 +202,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    distribution = args.distribution
-    steps = args.steps
+    from .. import config
+    from ..testing import workload
+
+    distribution, steps = args.distribution, args.steps
     if args.distinct is not None:
         distribution = "sweep"
         if args.distinct == "all":
@@ -332,40 +216,42 @@ def run(args: argparse.Namespace) -> int:
             except argparse.ArgumentTypeError as exc:
                 print(f"fi-compat soak: --distinct: {exc}; accepted: a positive integer or 'all'", file=sys.stderr)
                 return 2
-    from .. import config
-
+    backend = workload.DEFAULT_BACKEND[args.layout] if args.layout == "trtllm" or args.backend is None else args.backend
+    if args.layout == "trtllm" and args.backend not in (None, "trtllm-gen"):
+        print(f"fi-compat soak: --backend {args.backend} with --layout trtllm: TensorRT-LLM's call passes "
+              "trtllm-gen (separate K/V page tables, which cute-dsl does not take); use --layout vllm or sglang",
+              file=sys.stderr)
+        return 2
     maxsize = config.resolve("cache_size", args.maxsize).value
-    lengths = lengths_for(distribution, args.context, steps, args.seed)
+    lengths = workload.lengths(distribution, args.context, steps, args.seed)
+    low, high = args.batch_sizes
+    sizes = workload.batch_sizes(len(lengths), low, high, args.seed) if low != high else [low] * len(lengths)
     progress = args.progress if args.progress is not None else (sys.stderr.isatty() or len(lengths) >= 20_000)
     options = {"context": args.context, "distribution": distribution, "seed": args.seed, "maxsize": maxsize,
-               "policy": args.policy, "trace_memory": args.trace_memory, "progress": progress}
+               "policy": args.policy, "call_api": args.call_api, "layout": args.layout, "backend": backend,
+               "batch_range": [low, high], "progress": progress}
     variants = VARIANTS if args.variant == "both" else (args.variant,)
-    results = []
+    timed: dict[str, dict] = {}
+    traced: dict[str, dict] = {}
     for variant in variants:
-        chosen = lengths
-        if variant == "unpatched" and args.unpatched_steps is not None and args.unpatched_steps < len(lengths):
-            chosen = lengths[: args.unpatched_steps]
-        results.append(_spawn(variant, {**options, "lengths": chosen}))
+        count = len(lengths)
+        if variant == "unpatched" and args.unpatched_steps is not None:
+            count = min(count, args.unpatched_steps)
+        pass_options = {**options, "lengths": lengths[:count], "batch_sizes": sizes[:count]}
+        timed[variant] = _spawn(variant, False, pass_options)
+        if args.trace_memory:
+            traced[variant] = _spawn(variant, True, pass_options)
     if args.json:
-        print(json.dumps({"options": options, "results": results}, indent=2))
+        print(json.dumps({"options": options, "timed": timed, "traced": traced}, indent=2))
     else:
-        print(report_text(results, options))
+        print(report_text(timed, traced, options))
     if args.plot:
-        plot(results, args.plot, options)
+        plot(timed, traced, args.plot, options)
         print(f"plot written to {args.plot}", file=sys.stderr)
     return 0
 
 
-def _worker_main() -> int:
-    request = json.loads(sys.stdin.read())
-    result = run_worker(request["variant"], request["options"])
-    sys.stdout.write(json.dumps(result) + "\n")
-    return 0
-
-
 if __name__ == "__main__":
-    if "--worker" in sys.argv:
-        raise SystemExit(_worker_main())
     from ..cli import main
 
     raise SystemExit(main(["soak", *sys.argv[1:]]))

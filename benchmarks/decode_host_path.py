@@ -1,0 +1,321 @@
+"""The whole MLA decode host path: flashinfer alone against flashinfer with fi_compat installed.
+
+    python benchmarks/decode_host_path.py                      # CPU shim; needs torch + flashinfer
+    python benchmarks/decode_host_path.py --host cuda          # a CUDA machine (launches recorded)
+    python benchmarks/decode_host_path.py --combos trtllm:trtllm-gen --rounds 9
+
+Each engine's real call (``fi_compat.testing.workload``: TensorRT-LLM's
+positional call with separate K/V page tables, vLLM's and SGLang's keyword
+calls on shared page tables) of flashinfer's own
+``trtllm_batch_decode_with_kv_cache_mla``, as an engine makes it: with a
+per-batch max_seq_len (a toy serving engine's batch maximum), a batch size
+drawn from ``--batch-sizes`` every batch, and for SGLang a block-table width
+that follows the batch's maximum.  Everything up to the kernel launch is
+flashinfer's real code; the launch is recorded.
+
+flashinfer's caches are process-global, so every measurement runs in a fresh
+process: one per variant and round, the two variants alternated (AB, BA, ...)
+over ``--rounds`` rounds, every worker with the same hash seed and, on a
+machine of 4 cores or more, on the same core.  A process runs every combination in turn (their
+cache keys are disjoint) after ``--warmup`` untimed calls each, then times
+``--steps`` calls.  Reported per combination: the mean host time per call over
+rounds (median, min and max), the fi_compat/flashinfer ratio of each round
+(median and range), whether flashinfer builds a tuning config on that path,
+the time spent inside the builder per call on each side (the part of the
+path a builder memo can remove), and how many fi_compat cache lookups a call
+makes (0: fi_compat does nothing on that path); all three probed after
+timing, on batches of their own.
+
+Targets: ratio <= 0.8 where flashinfer builds a tuning config; <= 1.02 where
+it skips the builder (0.7.4 with an explicit ``backend="trtllm-gen"``).
+Exit status 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _common import CLOCKS, HOSTS, flashinfer_host, load_average, spread  # noqa: E402
+
+VARIANTS = ("flashinfer", "fi_compat")
+COMBOS = ("trtllm:trtllm-gen", "vllm:auto", "vllm:trtllm-gen", "vllm:cute-dsl", "sglang:auto")
+PAGE_SIZE = 64
+TARGET_WITH_BUILDER = 0.8
+TARGET_WITHOUT_BUILDER = 1.02
+
+
+# --------------------------------------------------------------------------- worker
+
+
+def plan_calls(torch, decode, layout: str, backend: str, options: dict, device) -> list[tuple[tuple, dict]]:
+    """``(args, kwargs)`` of every batch, built before any timing."""
+    from fi_compat.testing import workload
+
+    steps = options["warmup"] + options["steps"]
+    context, (low, high) = options["context"], options["batch_sizes"]
+    offset = options.get("length_offset", 0)
+    lengths = [min(context, n + offset) for n in workload.lengths("serving", context, steps, options["seed"])]
+    sizes = workload.batch_sizes(steps, low, high, options["seed"]) if low != high else [low] * steps
+    full_width = -(-context // PAGE_SIZE)
+    base = workload.make_inputs(torch, layout, batch=high, width=full_width, page_size=PAGE_SIZE,
+                                num_pages=1024, device=device)
+    tables: dict[tuple[int, int], object] = {}
+    signature = inspect.signature(decode)
+
+    def capture(*args, **kwargs):
+        return args, kwargs
+
+    capture.__signature__ = signature  # workload passes only the keywords the release accepts
+    calls = []
+    for max_seq_len, batch in zip(lengths, sizes):
+        width = workload.sglang_width(max_seq_len, PAGE_SIZE) if layout == "sglang" else full_width
+        if width == full_width:
+            block_tables = base.block_tables[:batch]  # a contiguous view: the host path reads shapes only
+        else:
+            block_tables = tables.get((batch, width))
+            if block_tables is None:
+                block_tables = tables[batch, width] = torch.zeros(batch, width, dtype=torch.int32, device=device)
+        # every request of the batch at the batch's maximum: max_seq_len >= max(seq_lens), as the kernel requires
+        seq_lens = torch.full((batch,), max_seq_len, dtype=torch.int32, device=device)
+        inputs = dataclasses.replace(base, query=base.query[:batch], out=base.out[:batch],
+                                     seq_lens=seq_lens, block_tables=block_tables)
+        calls.append(workload.call(layout, capture, inputs, max_seq_len, backend))
+    return calls
+
+
+def builder_time(core, decode, calls: list[tuple[tuple, dict]]) -> dict:
+    """How often and how long ``_build_mla_decode_tuning_config`` runs inside
+    ``calls`` (wall time inside it per decode call, less the cost of reading
+    the clock).  Run after the timed calls, on batches of their own (one
+    token longer), so its clock reads never touch the timed figures."""
+    installed = core._build_mla_decode_tuning_config
+    clock, spent, made = time.perf_counter, [0.0], [0]
+    started = clock()
+    for _ in range(1000):
+        clock()
+    read_cost = (clock() - started) / 1000
+
+    def timed_builder(*args, **kwargs):
+        started = clock()
+        try:
+            return installed(*args, **kwargs)
+        finally:
+            spent[0] += clock() - started - read_cost
+            made[0] += 1
+
+    core._build_mla_decode_tuning_config = timed_builder
+    try:
+        for args, kwargs in calls:
+            decode(*args, **kwargs)
+    finally:
+        core._build_mla_decode_tuning_config = installed
+    return {"builds_config": made[0] > 0, "builder_us_per_call": max(0.0, spent[0]) / len(calls) * 1e6}
+
+
+def fi_compat_lookups() -> int:
+    """Hits and misses of every fi_compat cache so far (0 when not installed)."""
+    import fi_compat
+
+    return sum(c["hits"] + c["misses"] for c in fi_compat.status()["caches"].values())
+
+
+def time_calls(decode, calls: list[tuple[tuple, dict]]) -> dict[str, float]:
+    """Mean us per call over ``calls``, on both clocks."""
+    wall, cpu = time.perf_counter, time.thread_time
+    started_wall, started_cpu = wall(), cpu()
+    for args, kwargs in calls:
+        decode(*args, **kwargs)
+    return {"wall": (wall() - started_wall) / len(calls) * 1e6, "cpu": (cpu() - started_cpu) / len(calls) * 1e6}
+
+
+def run_worker(variant: str, options: dict) -> dict:
+    import gc
+    import warnings
+
+    import torch
+
+    import fi_compat
+
+    if options.get("cpu") is not None:
+        os.sched_setaffinity(0, {options["cpu"]})
+    # the recorded cute-dsl kernel has no compiled artifacts to query; flashinfer falls back to the SM count
+    warnings.filterwarnings("ignore", message="cutlass.get_max_active_clusters failed")
+
+    if variant == "fi_compat":
+        fi_compat.install()
+    out: dict = {"variant": variant, "combos": {}}
+    with flashinfer_host(options["host"]) as host:
+        import flashinfer
+        import flashinfer.mla
+        import flashinfer.mla._core as core
+
+        out["flashinfer"] = flashinfer.__version__
+        device = torch.device("cuda") if options["host"] == "cuda" else None
+        decode = flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
+        for combo in options["combos"]:
+            layout, backend = combo.split(":")
+            try:
+                calls = plan_calls(torch, decode, layout, backend, options, device)
+                for args, kwargs in calls[: options["warmup"]]:
+                    decode(*args, **kwargs)
+                timed = calls[options["warmup"]:]
+                before = host.recorder.total
+                # Both sides start from a collected heap; collections during the timed
+                # calls stay in: what flashinfer's growing caches cost the collector is
+                # part of its host time.
+                gc.collect()
+                per_call = time_calls(decode, timed)
+                launches = host.recorder.total - before
+                host.recorder.clear()
+                # the timed batches' lengths plus one: new lengths for flashinfer's own
+                # cache (as every batch of a server is), the same profile rungs for fi_compat's
+                shifted = plan_calls(torch, decode, layout, backend, {**options, "length_offset": 1}, device)
+                other_batches = shifted[options["warmup"]:options["warmup"] + min(300, options["steps"])]
+                looked_up = fi_compat_lookups()
+                builder = builder_time(core, decode, other_batches)
+                out["combos"][combo] = {"us_per_call": per_call, "launches_per_call": launches / len(timed),
+                                        "fi_compat_lookups_per_call":
+                                            (fi_compat_lookups() - looked_up) / len(other_batches), **builder}
+            except Exception as exc:  # noqa: BLE001  (a combination this release or device does not run)
+                out["combos"][combo] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    if variant == "fi_compat":
+        out["outcome"] = fi_compat.status()["outcome"]
+    return out
+
+
+# --------------------------------------------------------------------------- parent
+
+
+def spawn(variant: str, options: dict) -> dict:
+    # One hash seed for every worker: string and dict layouts then differ only by what the variant changes.
+    environment = {**os.environ, "PYTHONHASHSEED": "0"}
+    process = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker"],
+                             input=json.dumps({"variant": variant, "options": options}), text=True,
+                             stdout=subprocess.PIPE, stderr=None, check=False, env=environment)
+    if process.returncode != 0:
+        raise SystemExit(f"decode_host_path: the {variant} worker failed (exit {process.returncode})")
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+def summarise(runs: dict[str, list[dict]], combos: list[str], clock: str) -> tuple[list[dict], bool]:
+    rows, all_met = [], True
+    for combo in combos:
+        per = {v: [r["combos"][combo] for r in runs[v]] for v in VARIANTS}
+        errors = [c["error"] for v in VARIANTS for c in per[v] if "error" in c]
+        if errors:
+            rows.append({"combo": combo, "error": errors[0]})
+            continue
+        base = [c["us_per_call"] for c in per["flashinfer"]]
+        ours = [c["us_per_call"] for c in per["fi_compat"]]
+        builds = any(c["builds_config"] for c in per["flashinfer"])
+        row = {"combo": combo, "builds_config": builds,
+               "launches_per_call": per["flashinfer"][0]["launches_per_call"],
+               "builder_us": {v: spread([c["builder_us_per_call"] for c in per[v]]) for v in VARIANTS},
+               "fi_compat_lookups_per_call": per["fi_compat"][0]["fi_compat_lookups_per_call"]}
+        for name in CLOCKS:
+            row[name] = {"flashinfer": spread([b[name] for b in base]), "fi_compat": spread([o[name] for o in ours]),
+                         "ratio": spread([o[name] / b[name] for b, o in zip(base, ours)])}
+        target = TARGET_WITH_BUILDER if builds else TARGET_WITHOUT_BUILDER
+        row["target"] = target
+        row["met"] = row[clock]["ratio"]["median"] <= target
+        all_met &= row["met"]
+        rows.append(row)
+    return rows, all_met
+
+
+def report(rows: list[dict], clock: str) -> str:
+    lines = [f"{'layout:backend':20}{'builder':>8}{'flashinfer us':>22}{'fi_compat us':>22}{'ratio':>7}"
+             f"{'range':>13}{'target':>8}{'':9}{'builder us':>14}{'lookups':>9}  ({clock} clock; median [min-max] "
+             "over rounds; builder us: time inside the builder per call, flashinfer / fi_compat; lookups: "
+             "fi_compat cache lookups per call)"]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"{row['combo']:20}  not run: {row['error']}")
+            continue
+        c = row[clock]
+
+        def cell(s: dict) -> str:
+            return f"{s['median']:.1f} [{s['min']:.0f}-{s['max']:.0f}]"
+
+        verdict = "met" if row["met"] else "MISSED"
+        lines.append(f"{row['combo']:20}{'yes' if row['builds_config'] else 'skips':>8}{cell(c['flashinfer']):>22}"
+                     f"{cell(c['fi_compat']):>22}{c['ratio']['median']:7.3f}"
+                     f"{c['ratio']['min']:7.3f}-{c['ratio']['max']:.3f}{'<=' + str(row['target']):>8}  {verdict:7}"
+                     f"{row['builder_us']['flashinfer']['median']:7.1f} /{row['builder_us']['fi_compat']['median']:5.1f}"
+                     f"{row['fi_compat_lookups_per_call']:9.1f}")
+    return "\n".join(lines)
+
+
+def _batch_sizes(text: str) -> list[int]:
+    try:
+        low, high = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}; accepted: LOW:HIGH, e.g. 8:64") from None
+    if not 1 <= low <= high:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= LOW <= HIGH")
+    return [low, high]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", choices=HOSTS, default="cpu")
+    parser.add_argument("--combos", default=",".join(COMBOS), help=f"layout:backend,... (default {','.join(COMBOS)})")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of one process per variant (AB, BA, ...)")
+    parser.add_argument("--steps", type=int, default=1000, help="timed calls per combination and process")
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None,
+                        help="run every worker on one fixed core (default: when 4 or more cores are available)")
+    parser.add_argument("--batch-sizes", type=_batch_sizes, default=[8, 64], metavar="LOW:HIGH")
+    parser.add_argument("--context", type=int, default=131_072)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--clock", choices=CLOCKS, default=None,
+                        help="clock of the ratio and targets (default: cpu with --host cpu, wall with --host cuda)")
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args(argv)
+    combos = [c.strip() for c in args.combos.split(",") if c.strip()]
+    from fi_compat.testing.workload import BACKENDS, LAYOUTS
+
+    for combo in combos:
+        layout, _, backend = combo.partition(":")
+        if layout not in LAYOUTS or backend not in BACKENDS:
+            parser.error(f"--combos: {combo!r}; accepted: LAYOUT:BACKEND with LAYOUT in {', '.join(LAYOUTS)} "
+                         f"and BACKEND in {', '.join(BACKENDS)}")
+    clock = args.clock or ("cpu" if args.host == "cpu" else "wall")
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    pin = args.pin if args.pin is not None else len(cores) >= 4
+    options = {"host": args.host, "combos": combos, "steps": args.steps, "warmup": args.warmup,
+               "batch_sizes": args.batch_sizes, "context": args.context, "seed": args.seed,
+               "cpu": cores[-1] if pin and cores else None}
+    load_before = load_average()
+    runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+    for round_index in range(args.rounds):
+        for variant in (VARIANTS if round_index % 2 == 0 else VARIANTS[::-1]):
+            runs[variant].append(spawn(variant, options))
+    rows, all_met = summarise(runs, combos, clock)
+    release = runs["flashinfer"][0]["flashinfer"]
+    print(f"flashinfer {release}, --host {args.host}, {args.rounds} rounds x {args.steps} timed calls per "
+          f"combination, batch sizes {args.batch_sizes[0]}-{args.batch_sizes[1]}, per-batch max_seq_len up to "
+          f"{args.context:,}; {load_before} before, {load_average()} after")
+    print(report(rows, clock))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"flashinfer": release, "options": options, "clock": clock, "load_before": load_before,
+                       "load_after": load_average(), "rows": rows, "runs": runs}, handle, indent=2)
+    return 0 if all_met else 1
+
+
+if __name__ == "__main__":
+    if "--worker" in sys.argv:
+        request = json.loads(sys.stdin.read())
+        sys.stdout.write(json.dumps(run_worker(request["variant"], request["options"])) + "\n")
+        raise SystemExit(0)
+    raise SystemExit(main())

@@ -1,0 +1,201 @@
+"""One pass of ``fi-compat soak`` in its own process: one variant, timed or traced.
+
+The soak runs every variant twice over the same batches, each pass in a fresh
+process (flashinfer's caches are process-global, so a second pass in the same
+process would find them filled):
+
+* the **timed** pass measures host time per call (and RSS), with nothing
+  tracing allocations;
+* the **traced** pass measures host memory with ``tracemalloc``; its times
+  are never reported (tracing makes every allocation several times slower).
+
+Each pass drives the real MLA decode host path (argument checks, tuning-config
+builder, ``AutoTuner.choose_one``, runner, launch recorded by the CPU shim)
+with one engine's call from :mod:`fi_compat.testing.workload`, and takes the
+census of flashinfer's and fi_compat's caches (:mod:`fi_compat.census`)
+before and after.
+
+Cost: a few seconds to import flashinfer, then about 0.1-0.3 ms per batch
+timed, about 1.5 ms traced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from array import array
+from typing import Any, Optional
+
+PAGE_SIZE = 64
+PLOT_POINTS = 200
+NUM_PAGES = 1024
+
+
+def _rss_bytes() -> Optional[int]:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    width = 30
+    filled = int(width * done / total)
+    sys.stderr.write(f"\r{label:>20} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+class Batches:
+    """The inputs of each batch as views of buffers allocated once, up front, so
+    the soak's own tensors are never counted as growth.  Every view is
+    contiguous: dimension-0 slices, and block tables viewed out of one flat
+    buffer (SGLang's width changes with the batch)."""
+
+    def __init__(self, torch: Any, layout: str, context: int, high: int, lengths: list[int]) -> None:
+        from ..testing import workload
+
+        self.torch, self.layout = torch, layout
+        self.full_width = -(-context // PAGE_SIZE)
+        widths = [self.full_width, workload.sglang_width(1, PAGE_SIZE)]
+        if layout == "sglang":
+            widths += [workload.sglang_width(n, PAGE_SIZE) for n in set(lengths)]
+        widest = max(widths)
+        self.base = workload.make_inputs(torch, layout, batch=high, width=self.full_width, page_size=PAGE_SIZE,
+                                         num_pages=NUM_PAGES)
+        per_row = 2 * widest if layout == "trtllm" else widest
+        self.tables = torch.zeros(high * per_row, dtype=torch.int32)
+
+    def inputs(self, batch: int, max_seq_len: int) -> Any:
+        from ..testing import workload
+
+        width = workload.sglang_width(max_seq_len, PAGE_SIZE) if self.layout == "sglang" else self.full_width
+        shape = (batch, 2, width) if self.layout == "trtllm" else (batch, width)
+        count = batch * width * (2 if self.layout == "trtllm" else 1)
+        base = self.base
+        return dataclasses.replace(base, query=base.query[:batch], out=base.out[:batch],
+                                   seq_lens=base.seq_lens[:batch], block_tables=self.tables[:count].view(shape))
+
+
+def _census_counts(counted: dict) -> dict[str, dict]:
+    return {name: count.as_dict() for name, count in counted.items()}
+
+
+def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, Any]:
+    """Run one pass in this process; returns its measurements."""
+    import tracemalloc
+    import warnings
+
+    # the shim's recorded cute-dsl kernel has no compiled artifacts to query;
+    # flashinfer then falls back to the SM count, as it says
+    warnings.filterwarnings("ignore", message="cutlass.get_max_active_clusters failed")
+
+    import torch
+
+    import fi_compat
+    from .. import census
+    from ..testing import cpu_host, workload
+
+    lengths, sizes = options["lengths"], options["batch_sizes"]
+    layout, backend = options["layout"], options["backend"]
+    if variant == "fi_compat":
+        fi_compat.install(maxsize=options["maxsize"], max_seq_len_policy=options["policy"])
+    with cpu_host() as host:
+        import flashinfer
+        import flashinfer.mla
+
+        decode = flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
+        if variant == "fi_compat" and options["call_api"]:
+            decode = fi_compat.mla_decode
+        batches = Batches(torch, layout, options["context"], max(sizes), lengths)
+        seq_lens = batches.base.seq_lens
+
+        def call(batch: int, max_seq_len: int) -> None:
+            workload.call(layout, decode, batches.inputs(batch, max_seq_len), max_seq_len, backend)
+
+        call(sizes[0], 1)  # warm-up: first-call imports and allocations are not growth
+        host.recorder.clear()
+        total = len(lengths)
+        every = max(1, total // PLOT_POINTS)
+        times = array("d", bytes(8 * total))
+        cpu_times = array("d", bytes(8 * total))
+        sample_steps = array("q", bytes(8 * (total // every + 1)))
+        sample_bytes = array("q", bytes(8 * (total // every + 1)))
+        taken = 0
+        before = census.take()
+        gc.collect()
+        if traced:
+            tracemalloc.start()
+        traced_start = tracemalloc.get_traced_memory()[0] if traced else 0
+        rss_start = _rss_bytes() or 0
+        clock, cpu_clock = time.perf_counter, time.thread_time
+        label = f"{variant} ({'traced' if traced else 'timed'})"
+        for step in range(total):
+            max_seq_len, batch = lengths[step], sizes[step]
+            inputs = batches.inputs(batch, max_seq_len)
+            seq_lens.fill_(max_seq_len)
+            # the wall clock reads nest inside the CPU clock's (a syscall on some VMs)
+            cpu_started = cpu_clock()
+            started = clock()
+            workload.call(layout, decode, inputs, max_seq_len, backend)
+            times[step] = clock() - started
+            cpu_times[step] = cpu_clock() - cpu_started
+            del inputs
+            host.recorder.launches.clear()
+            if (step + 1) % every == 0 or step + 1 == total:
+                used = (tracemalloc.get_traced_memory()[0] - traced_start) if traced else (_rss_bytes() or 0) - rss_start
+                sample_steps[taken], sample_bytes[taken] = step + 1, used
+                taken += 1
+                if options["progress"]:
+                    _progress(step + 1, total, label)
+        gc.collect()
+        traced_growth = tracemalloc.get_traced_memory()[0] - traced_start if traced else None
+        rss_end = _rss_bytes()
+        if traced:
+            tracemalloc.stop()
+        after = census.take()
+        launches = host.recorder.total
+        state = fi_compat.status()
+    distinct = len(set(lengths))
+    result: dict[str, Any] = {
+        "variant": variant, "traced": traced, "flashinfer": flashinfer.__version__, "outcome": state["outcome"],
+        "steps": total, "distinct_max_seq_len": distinct, "launches": launches,
+        "tracemalloc_growth_bytes": traced_growth,
+        "rss_growth_bytes": None if rss_end is None else rss_end - rss_start,
+        "census_before": _census_counts(before), "census_after": _census_counts(after),
+        "fi_compat_caches": state["caches"],
+        "samples": list(zip(sample_steps[:taken], sample_bytes[:taken])),
+    }
+    if not traced:
+        seconds, cpu_seconds = times.tolist(), cpu_times.tolist()
+        ordered = sorted(seconds)
+        window = min(1000, total)
+        result["time_per_call_us"] = {
+            "median": statistics.median(seconds) * 1e6,
+            "mean": statistics.fmean(seconds) * 1e6,
+            "p99": ordered[min(total - 1, int(0.99 * total))] * 1e6,
+            "cpu_median": statistics.median(cpu_seconds) * 1e6,
+            "cpu_mean": statistics.fmean(cpu_seconds) * 1e6,
+            "first_cpu_mean": statistics.fmean(cpu_seconds[:window]) * 1e6,
+            "last_cpu_mean": statistics.fmean(cpu_seconds[-window:]) * 1e6,
+            "window": window,
+        }
+    return result
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read())
+    result = run_pass(request["variant"], request["traced"], request["options"])
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""``fi-compat soak``: host time from untraced passes only, memory from traced ones, the census of both.
+
+One real soak (four worker processes importing the installed flashinfer under
+the CPU shim) with SGLang's call: varying batch sizes and block-table widths.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fi_compat.commands import soak
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("flashinfer") is None or
+                                importlib.util.find_spec("torch") is None,
+                                reason="needs torch and flashinfer-python")
+STEPS = 40
+
+
+@pytest.fixture(scope="module")
+def soak_run() -> dict:
+    process = subprocess.run(
+        [sys.executable, "-m", "fi_compat", "soak", "--json", "--steps", str(STEPS), "--layout", "sglang",
+         "--batch-sizes", "8:64", "--context", "65536", "--no-progress"],
+        capture_output=True, text=True, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    return json.loads(process.stdout)
+
+
+def test_times_come_from_untraced_passes_and_memory_from_traced_ones(soak_run):
+    for variant in soak.VARIANTS:
+        timed, traced = soak_run["timed"][variant], soak_run["traced"][variant]
+        assert timed["traced"] is False and timed["tracemalloc_growth_bytes"] is None
+        assert timed["time_per_call_us"]["median"] > 0
+        assert traced["traced"] is True and "time_per_call_us" not in traced
+        assert traced["tracemalloc_growth_bytes"] is not None
+        assert timed["steps"] == traced["steps"] == STEPS  # the same batches
+    text = soak.report_text(soak_run["timed"], soak_run["traced"], soak_run["options"])
+    assert "host time per call (timed pass, no tracing)" in text
+    medians = [f"{soak_run['timed'][v]['time_per_call_us']['median']:.0f} / " for v in soak.VARIANTS]
+    assert all(median in text for median in medians)
+
+
+def test_census_shows_flashinfer_growth_only_without_fi_compat(soak_run):
+    def flashinfer_unbounded_growth(result: dict) -> int:
+        before, after = result["census_before"], result["census_after"]
+        return sum(after[name]["currsize"] - before.get(name, {"currsize": 0})["currsize"]
+                   for name, count in after.items() if count["owner"] == "flashinfer" and count["maxsize"] is None)
+
+    for passes in (soak_run["timed"], soak_run["traced"]):
+        # one new tuning config per distinct max_seq_len, and cute-dsl sizer entries, without fi_compat
+        assert flashinfer_unbounded_growth(passes["unpatched"]) >= STEPS
+        assert flashinfer_unbounded_growth(passes["fi_compat"]) == 0
+        assert passes["fi_compat"]["fi_compat_caches"] and not passes["unpatched"]["fi_compat_caches"]
+    assert soak.census_growth(soak_run["timed"]["unpatched"])  # the report lists what grew
+    traced = soak_run["traced"]
+    assert traced["unpatched"]["tracemalloc_growth_bytes"] > 4 * traced["fi_compat"]["tracemalloc_growth_bytes"]
