@@ -241,3 +241,9 @@ def mla_decode_in_installed_order(*args: Any, **kwargs: Any) -> Any:
     if len(args) > binding.prefix:
         args, kwargs = binding.from_installed_order(args, kwargs)
     return mla_decode(*args, **kwargs)
+
+
+installer.register_plan_provider(
+    "transparent", lambda settings: bool(settings["transparent"].value),
+    lambda: transparent.plan(mla_decode_in_installed_order),
+)

@@ -25,11 +25,11 @@ import sys
 import threading
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import wrapt
 
-from . import config, lookup, transparent
+from . import config, lookup
 from .adapters import Installation, Plan, bounded_memo
 from .bounds import BOUND, Verdict, by_name, judge, judge_release, warnings_for
 from .errors import (SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning,
@@ -50,7 +50,7 @@ class _State:
         self.verdicts: dict[str, Verdict] = {}
         self.waiting: dict[str, str] = {}  # bound name -> module it waits for
         self.installation: Optional[Installation] = None
-        self.transparent: Optional[Installation] = None
+        self.extras: Optional[Installation] = None  # what registered plan providers put in place
         self.messages: list[str] = []
         self.error: Optional[BaseException] = None  # a strict failure raised at the next fi_compat call
         self.hooked: set[str] = set()  # modules with a post-import hook (wrapt cannot unregister one)
@@ -70,6 +70,18 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_renew_lock_after_fork)
 
 
+PlanProvider = tuple[Callable[[Mapping[str, config.Setting]], bool], Callable[[], Plan]]
+_providers: dict[str, PlanProvider] = {}
+
+
+def register_plan_provider(name: str, enabled: Callable[[Mapping[str, config.Setting]], bool],
+                           make_plan: Callable[[], Plan]) -> None:
+    """Let a layer above add patches that install and uninstall with the bounds,
+    all or nothing (the call API's transparent mode); the installer knows
+    nothing of those layers.  ``enabled(settings)`` decides per install."""
+    _providers[name] = (enabled, make_plan)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """A read-only view of the installer's state for the rest of fi_compat."""
@@ -82,7 +94,7 @@ class Snapshot:
     verdicts: Mapping[str, Verdict]
     waiting: Mapping[str, str]
     installation: Optional[Installation]
-    transparent: Optional[Installation]
+    extras: Optional[Installation]
     messages: tuple[str, ...]
     error: Optional[BaseException]
 
@@ -95,7 +107,7 @@ def snapshot() -> Snapshot:
     s = _state
     return Snapshot(s.phase, s.generation, s.release, MappingProxyType(s.settings), s.explicit,
                     MappingProxyType(dict(s.verdicts)), MappingProxyType(dict(s.waiting)), s.installation,
-                    s.transparent, tuple(s.messages), s.error)
+                    s.extras, tuple(s.messages), s.error)
 
 
 def generation() -> int:
@@ -184,6 +196,7 @@ def _hook(module: str, callback: Any) -> None:
 
 def _on_flashinfer_import(package: Any) -> None:
     with _lock:
+        _state.hooked.discard(package.__name__)  # wrapt fires a hook once: a re-import needs a new one
         if _state.phase == "pending":
             _state.release = detect_release()
             _guarded(_activate)
@@ -191,6 +204,7 @@ def _on_flashinfer_import(package: Any) -> None:
 
 def _on_lazy_import(module: Any) -> None:
     with _lock:
+        _state.hooked.discard(module.__name__)
         if _state.phase == "installed" and module.__name__ in _state.waiting.values():
             _guarded(lambda: _activate_module(module.__name__))
 
@@ -245,12 +259,13 @@ def _activate() -> None:
     installation = Installation()
     installation.apply(plan)
     try:
-        if _state.settings["transparent"].value:
-            _state.transparent = Installation()
-            _state.transparent.apply(transparent.plan())
+        _state.extras = Installation()
+        for enabled, make_plan in _providers.values():
+            if enabled(_state.settings):
+                _state.extras.apply(make_plan())
     except BaseException:
         installation.remove()
-        _state.transparent = None
+        _state.extras = None
         raise
     _state.installation = installation
     for module in set(_state.waiting.values()):
@@ -320,10 +335,10 @@ def uninstall() -> dict[str, Any]:
 
 def _uninstall() -> None:
     leftovers: list[str] = []
-    for installation in (_state.transparent, _state.installation):
+    for installation in (_state.extras, _state.installation):
         if installation is not None:
             leftovers += installation.remove()
-    _state.transparent = _state.installation = None
+    _state.extras = _state.installation = None
     _state.verdicts, _state.waiting = {}, {}
     _state.messages = leftovers
     _state.error = None

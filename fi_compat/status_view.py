@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ._version import __version__
 from .bounds import BOUND, ReleaseVerdict
-from .installer import Snapshot
 from .lookup import foreign_memo
 from .release_detection import detect_release
 from .specs import CORE_MODULE, TUNING_CONFIG_BUILDER
+
+if TYPE_CHECKING:  # the installer imports this module; at run time it only hands a Snapshot in
+    from .installer import Snapshot
 
 
 def _flashinfer_cache(verdict: Any) -> Optional[dict[str, Any]]:
@@ -92,8 +94,8 @@ def render(snap: Snapshot) -> dict[str, Any]:
         row["flashinfer"] = _flashinfer_cache(verdict)
         bounds.append(row)
     patched = [] if installation is None else installation.patched()
-    if snap.transparent is not None:
-        patched += snap.transparent.patched()
+    if snap.extras is not None:
+        patched += snap.extras.patched()
     return {
         "fi_compat_version": __version__,
         "state": snap.phase,

@@ -25,12 +25,6 @@ from .proxies import CallThrough
 from .specs import DECODE
 
 
-def _route(wrapped: Callable, args: tuple, kwargs: dict) -> Any:
-    from .call_api import mla_decode_in_installed_order
-
-    return mla_decode_in_installed_order(*args, **kwargs)
-
-
 def _holders(original: Any) -> tuple[tuple[Any, str], ...]:
     found = []
     for name, module in list(sys.modules.items()):
@@ -46,14 +40,17 @@ def _holders(original: Any) -> tuple[tuple[Any, str], ...]:
     return tuple(found)
 
 
-def plan() -> Plan:
-    """The transparent-mode plan for the decode function currently in ``flashinfer.mla._core``."""
+def plan(route: Callable[..., Any]) -> Plan:
+    """The transparent-mode plan for the decode function currently in
+    ``flashinfer.mla._core``: every holder calls ``route(*args, **kwargs)``
+    (the call API) instead.  Registered with the installer by
+    :mod:`fi_compat.call_api`, which this module never imports."""
     core = sys.modules[DECODE.module]
     original = getattr(core, DECODE.name)
     targets = _holders(original)
     if not targets:
         return Plan()
-    proxy = CallThrough(original, _route)
+    proxy = CallThrough(original, lambda wrapped, args, kwargs: route(*args, **kwargs))
     return Plan([PatchStep(DECODE.qualname, original, proxy, targets)])
 
 
