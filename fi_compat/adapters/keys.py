@@ -13,7 +13,9 @@ Normalisations (each proven against the real function in the release matrix,
 * :func:`profile_ladder`: ``profile_seq_len`` of the tuning config only fills
   the synthetic ``seq_lens`` used while autotuning;
 * :func:`k_tile_ceiling`: the cute-dsl split-KV / workspace sizer reads
-  ``max_seq_len`` only as ``ceil(max_seq_len / 128)``, the K-tile count.
+  ``max_seq_len`` only as ``ceil(max_seq_len / 128)``, the K-tile count;
+* :func:`nearest_profile_key`: the autotuner's nearest-profile search reads
+  only the shapes and the config's spec indices and bucket mapper.
 """
 
 from __future__ import annotations
@@ -172,6 +174,37 @@ def exact_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
     return key
 
 
+def nearest_profile_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
+    """Key of ``AutoTuner._find_nearest_profile`` (0.6.13 - 0.6.17): the shapes and
+    only the parts of the tuning config it reads.
+
+    Its body reads, of the config, each dynamic spec's ``input_idx``, ``dim_idx``
+    and ``map_to_tuning_buckets`` and each constraint's ``input_idx`` and
+    ``dim_idx``; never the tensor initializers, which carry the caller's
+    ``max_seq_len``.  Keyed on the config as a whole, every profile length is a
+    separate entry per batch shape (TensorRT-LLM's batch sizes 8-64 times the
+    profile ladder: thousands of entries, ~0.7 KB each).  ``make_bucket_mapper``
+    is itself memoized, so configs of one model share the mapper object and
+    this key.  The same projection flashinfer keys on from 0.6.18
+    (``_find_nearest_profile_cached``).  A config without those fields is not
+    keyed (the bounded fallback answers it).
+    """
+    cls_at, shapes_at, config_at = layout.index["cls"], layout.index["shapes"], layout.index["tuning_config"]
+
+    def key(values: tuple) -> Optional[tuple]:
+        config = values[config_at]
+        try:
+            dynamic = tuple((s.input_idx, s.dim_idx, s.map_to_tuning_buckets) for s in config.dynamic_tensor_specs)
+            constraints = tuple((c.input_idx, c.dim_idx) for c in config.constraint_specs)
+            normalised = (values[cls_at], values[shapes_at], dynamic, constraints)
+            hash(normalised)
+        except (AttributeError, TypeError):
+            return None
+        return normalised
+
+    return key
+
+
 def split_kv_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
     """Key (and normalised arguments) of a cute-dsl split-KV / workspace sizer:
     ``max_seq_len`` -> :func:`k_tile_ceiling`.  Releases whose sizer has no
@@ -262,5 +295,5 @@ def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
 
 __all__ = [
     "ArgumentLayout", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "builder_key", "exact_key", "fresh_builder_arguments",
-    "k_tile_ceiling", "profile_ladder", "split_kv_key", "tuning_config_key",
+    "k_tile_ceiling", "nearest_profile_key", "profile_ladder", "split_kv_key", "tuning_config_key",
 ]
