@@ -174,6 +174,27 @@ def exact_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
     return key
 
 
+def closure_value(function: Any) -> Hashable:
+    """A pure closure as a value: its code and what it captured.
+
+    Two closures of one code object over equal captured values (and equal
+    defaults) compute the same function: flashinfer's ``make_bucket_mapper``
+    returns such a closure over ``(sorted buckets, round_map)``, a fresh one
+    per tuning config before 0.6.15 (memoized, so one object, from 0.6.15 on).
+    Anything else -- not a Python function, or capturing something unhashable
+    (possibly mutable) -- stands for itself (identity)."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return function
+    try:
+        captured = tuple(cell.cell_contents for cell in function.__closure__ or ())
+        value = (code, captured, function.__defaults__)
+        hash(value)
+    except (AttributeError, TypeError, ValueError):  # ValueError: an empty cell
+        return function
+    return value
+
+
 def nearest_profile_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
     """Key of ``AutoTuner._find_nearest_profile`` (0.6.13 - 0.6.17): the shapes and
     only the parts of the tuning config it reads.
@@ -183,18 +204,20 @@ def nearest_profile_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tu
     ``dim_idx``; never the tensor initializers, which carry the caller's
     ``max_seq_len``.  Keyed on the config as a whole, every profile length is a
     separate entry per batch shape (TensorRT-LLM's batch sizes 8-64 times the
-    profile ladder: thousands of entries, ~0.7 KB each).  ``make_bucket_mapper``
-    is itself memoized, so configs of one model share the mapper object and
-    this key.  The same projection flashinfer keys on from 0.6.18
-    (``_find_nearest_profile_cached``).  A config without those fields is not
-    keyed (the bounded fallback answers it).
+    profile ladder: thousands of entries, ~0.7 KB each).  The bucket mapper
+    enters as :func:`closure_value`, so the configs of one model share a key
+    whether or not the release memoizes ``make_bucket_mapper``.  flashinfer
+    itself keys on this projection from 0.6.18 (``_find_nearest_profile_cached``).
+    A config without those fields is not keyed (the bounded fallback answers it).
+    Cost: one small tuple per dynamic spec per call.
     """
     cls_at, shapes_at, config_at = layout.index["cls"], layout.index["shapes"], layout.index["tuning_config"]
 
     def key(values: tuple) -> Optional[tuple]:
         config = values[config_at]
         try:
-            dynamic = tuple((s.input_idx, s.dim_idx, s.map_to_tuning_buckets) for s in config.dynamic_tensor_specs)
+            dynamic = tuple((s.input_idx, s.dim_idx, closure_value(s.map_to_tuning_buckets))
+                            for s in config.dynamic_tensor_specs)
             constraints = tuple((c.input_idx, c.dim_idx) for c in config.constraint_specs)
             normalised = (values[cls_at], values[shapes_at], dynamic, constraints)
             hash(normalised)
@@ -295,5 +318,5 @@ def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
 
 __all__ = [
     "ArgumentLayout", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "builder_key", "exact_key", "fresh_builder_arguments",
-    "k_tile_ceiling", "nearest_profile_key", "profile_ladder", "split_kv_key", "tuning_config_key",
+    "closure_value", "k_tile_ceiling", "nearest_profile_key", "profile_ladder", "split_kv_key", "tuning_config_key",
 ]
