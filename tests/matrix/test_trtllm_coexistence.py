@@ -1,69 +1,405 @@
-"""fi_compat beside TensorRT-LLM's own builder memo, in both orders.
+"""fi_compat beside TensorRT-LLM's builder-memo workaround, in both import orders.
 
-TensorRT-LLM cannot be installed here; ``support.trtllm_style_memo``
-reproduces what its workaround does as described in
-shared/flashinfer-notes.md.  Written for these tests, not copied.
+``trtllm_fake`` behaves as TensorRT-LLM's real workaround does (its facts,
+and how they were read and measured, are in that module's docstring).  The
+first tests hold the fake to those facts; the rest run TensorRT-LLM's decode
+batches on the installed real release with the workaround imported before
+fi_compat (a TensorRT-LLM process: the workaround installs when its module is
+imported) and after it.
+
+Batches: ``FI_COMPAT_MATRIX_LENGTHS`` per pass (default 4,000; see
+tests/matrix/conftest.py), batch sizes 8-64, per-batch max_seq_len uniform in
+[1, 131072], TensorRT-LLM's 16-positional call, through flashinfer's own
+function and through ``fi_compat.mla_decode``.  Memory is measured in a traced
+pass; time per call (this thread's CPU time, so other processes on a shared
+machine do not count) in untraced passes, with varying batch sizes and with
+the batch fixed at 64.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gc
+import inspect
 import logging
+import time
+import tracemalloc
+from array import array
+from types import SimpleNamespace
 
 import pytest
+from packaging.version import Version
 
 import fi_compat
-from fi_compat.adapters import CachedConfigAdapter, FreshConfigAdapter
+from fi_compat import census, installer
+from fi_compat.testing import workload
 
-from support import build_meta_config, installed_release, trtllm_style_memo
+import trtllm_fake
+from support import installed_release
 
 torch = pytest.importorskip("torch")
+
+CONTEXT = 131_072
+PAGE_SIZE = 64
+GROWTH_LIMIT = 1 << 20          # bytes over the whole traced pass
+LATE_GROWTH_PER_BATCH = 256     # bytes per batch over its second half (unbounded: ~1.8-2.4 KB)
+TIME_RATIO_LIMIT = 1.3          # last window's mean time per call over the first's
+WINDOW = 500
+WARMUP = 20
+
+# What the real workaround did on each release, measured by running TensorRT-LLM's
+# file against the real wheels (docs/integration/tensorrt_llm.md).
+INSTALLS = (Version("0.6.15"), Version("0.6.15.post1"))
+NO_AUTOTUNER_PACKAGE = Version("0.6.15")   # below: no flashinfer.autotuner.autotuner
+NO_INITIALIZERS = Version("0.6.18")        # from here: DynamicTensorSpec has no tensor_initializers
+
+FIRST, SECOND = "trtllm-first", "fi_compat-first"
+
+
+# ---------------------------------------------------------------------------- fixtures and helpers
 
 
 @pytest.fixture
 def core(fi_cpu_host):
+    """flashinfer.mla._core, its builder restored after the test (TensorRT-LLM's
+    memo, or one wrapping fi_compat's proxy, must not leak into later tests)."""
     import flashinfer.mla._core as core
 
     original = core._build_mla_decode_tuning_config
     yield core
+    installer.reset()
     core._build_mla_decode_tuning_config = original
 
 
-def build(core, max_seq_len):
-    return build_meta_config(core, max_seq_len, width=512)
+def workaround_of(core):
+    """TensorRT-LLM's memo wherever it sits: the attribute, or inside fi_compat's proxy."""
+    current = core._build_mla_decode_tuning_config
+    for candidate in (current, getattr(current, "_fi_compat_original", None)):
+        if getattr(candidate, trtllm_fake.MARKER, False) is True and inspect.isfunction(candidate):
+            return candidate
+    return None
 
 
-def test_workaround_first_then_fi_compat_adds_no_second_memo(core):
-    workaround = trtllm_style_memo(core._build_mla_decode_tuning_config)
-    core._build_mla_decode_tuning_config = workaround
-    state = fi_compat.install()
-    assert state["trtllm_workaround"] == {"present": True, "fi_compat_defers": True}
-    assert core._build_mla_decode_tuning_config is workaround  # nothing stacked on it
-    if CachedConfigAdapter.covers(installed_release()):
-        # the inner functools.cache is still bounded by fi_compat
-        assert state["patched"] == ["flashinfer.mla._core._mla_decode_tuning_config"]
-        for length in range(1000, 3000):
-            build(core, length)
-        assert fi_compat.status()["caches"]["config"]["currsize"] <= 256
+def nine_parameter_recorder(calls: list, result=None):
+    """A builder with the nine parameter names that records how it was called."""
+
+    def record(*args, **kwargs):
+        calls.append((args, kwargs))
+        return object() if result is None else result
+
+    record.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in trtllm_fake.BUILDER_PARAMETERS])
+    return record
+
+
+def meta_arguments(**changes):
+    arguments = {
+        "kv_cache": torch.empty(4096, PAGE_SIZE, 576, device="meta"),
+        "block_tables": torch.empty(8, 2, 2048, dtype=torch.int32, device="meta"),
+        "workspace_buffer": torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
+        "runner_names": ["trtllm-gen"], "q_len": 1, "num_heads": 128, "kv_lora_rank": 512,
+        "max_seq_len": 4096, "device": torch.device("cpu"),
+    }
+    arguments.update(changes)
+    return arguments
+
+
+# ---------------------------------------------------------------------------- the fake holds to the facts
+
+
+def test_workaround_installs_where_the_real_one_did(core, caplog):
+    release = installed_release()
+    with caplog.at_level(logging.DEBUG, logger=trtllm_fake.logger.name):
+        trtllm_fake.import_tensorrt_llm()
+    messages = [r.getMessage() for r in caplog.records if r.name == trtllm_fake.logger.name]
+    assert all(r.levelno == logging.DEBUG for r in caplog.records if r.name == trtllm_fake.logger.name)
+    installed = workaround_of(core) is not None
+    if release in INSTALLS:
+        assert installed and messages == [trtllm_fake.INSTALLED_MESSAGE]
+    elif release < NO_AUTOTUNER_PACKAGE:
+        assert not installed and messages == [trtllm_fake.SKIPPED_MESSAGE]
+        with pytest.raises(ImportError):
+            import flashinfer.autotuner.autotuner  # noqa: F401  (the cause, on the real release)
+    elif release < NO_INITIALIZERS:
+        assert not installed and messages == []  # silent: the builder's parameters changed
+        assert tuple(inspect.signature(core._build_mla_decode_tuning_config).parameters) \
+            != trtllm_fake.BUILDER_PARAMETERS
     else:
-        assert FreshConfigAdapter.covers(installed_release())
-        assert state["state"] == "deferred" and state["patched"] == []
-    fi_compat.uninstall()
-    assert core._build_mla_decode_tuning_config is workaround
+        assert not installed and messages == [trtllm_fake.SKIPPED_MESSAGE]
+        from flashinfer.autotuner.autotuner import DynamicTensorSpec
+
+        with pytest.raises(TypeError, match="tensor_initializers"):
+            DynamicTensorSpec(input_idx=(0,), dim_idx=(0,), gen_tuning_buckets=(1,),
+                              map_to_tuning_buckets=abs, tensor_initializers=[None])
 
 
-def test_fi_compat_first_then_workaround_on_top(core, caplog):
+def test_workaround_does_not_install_twice_or_on_another_signature(core):
+    if installed_release() not in INSTALLS:
+        pytest.skip("the workaround's probe passes on 0.6.15 and 0.6.15.post1 only")
+    trtllm_fake.import_tensorrt_llm()
+    first = core._build_mla_decode_tuning_config
+    trtllm_fake.import_tensorrt_llm()
+    assert core._build_mla_decode_tuning_config is first  # the marker stops a second install
+
+    def other_builder(kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank,
+                      max_seq_len, device, cute_dsl_impl=None):
+        raise AssertionError("never called")
+
+    core._build_mla_decode_tuning_config = other_builder  # more parameters, as from 0.6.16: left alone
+    trtllm_fake.import_tensorrt_llm()
+    assert core._build_mla_decode_tuning_config is other_builder
+
+
+def test_workaround_function_is_what_tensorrt_llm_installs():
+    calls: list = []
+    namespace = SimpleNamespace()
+    original = nine_parameter_recorder(calls)
+    trtllm_fake._memoize(namespace, original)
+    memo = namespace._build_mla_decode_tuning_config
+    assert getattr(memo, trtllm_fake.MARKER) is True
+    assert not hasattr(memo, "__wrapped__") and memo.__name__ == "_cached_build" and memo.__doc__ is None
+    parameters = list(inspect.signature(memo).parameters.values())
+    assert tuple(p.name for p in parameters) == trtllm_fake.BUILDER_PARAMETERS
+    assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.default is inspect.Parameter.empty
+               for p in parameters)
+    with pytest.raises(AttributeError, match="numel"):
+        memo(**meta_arguments(workspace_buffer=None))
+    assert calls == []
+
+
+def test_workaround_key_reads_and_keyword_call():
+    calls: list = []
+    namespace = SimpleNamespace()
+    trtllm_fake._memoize(namespace, nine_parameter_recorder(calls))
+    memo = namespace._build_mla_decode_tuning_config
+    base = meta_arguments()
+    first = memo(*base.values())  # TensorRT-LLM's memo takes positional calls too
+    (args, kwargs), = calls
+    assert args == () and list(kwargs) == list(trtllm_fake.BUILDER_PARAMETERS)  # the miss passes keywords
+    entries = trtllm_fake.memo_entries(memo)
+    assert list(entries) == [(4096, PAGE_SIZE, 2048, 1 << 20, ("trtllm-gen",), 1, 128, 512, 4096,
+                              torch.device("cpu"))]
+    # Not read: the batch dimension, the head dimension, the workspace dtype (same bytes).
+    same = [meta_arguments(block_tables=torch.empty(64, 2, 2048, dtype=torch.int32, device="meta")),
+            meta_arguments(kv_cache=torch.empty(4096, PAGE_SIZE, 512, device="meta")),
+            meta_arguments(workspace_buffer=torch.empty(1 << 18, dtype=torch.int32, device="meta"))]
+    assert all(memo(**arguments) is first for arguments in same) and len(calls) == 1
+    # Read: every element of the key.
+    different = [
+        meta_arguments(kv_cache=torch.empty(2048, PAGE_SIZE, 576, device="meta")),
+        meta_arguments(kv_cache=torch.empty(4096, 32, 576, device="meta")),
+        meta_arguments(block_tables=torch.empty(8, 2, 1024, dtype=torch.int32, device="meta")),
+        meta_arguments(workspace_buffer=torch.empty(1 << 21, dtype=torch.uint8, device="meta")),
+        meta_arguments(runner_names=["trtllm-gen", "cute-dsl"]), meta_arguments(q_len=2),
+        meta_arguments(num_heads=64), meta_arguments(kv_lora_rank=256), meta_arguments(max_seq_len=4097),
+        meta_arguments(device=torch.device("meta")),
+    ]
+    for arguments in different:
+        memo(**arguments)
+    assert len(calls) == 1 + len(different) and len(entries) == 1 + len(different)
+
+
+def test_workaround_clears_the_whole_dict_at_256_on_a_miss():
+    calls: list = []
+    namespace = SimpleNamespace()
+    trtllm_fake._memoize(namespace, nine_parameter_recorder(calls))
+    memo = namespace._build_mla_decode_tuning_config
+    for length in range(1, trtllm_fake.MAX_ENTRIES + 1):
+        memo(**meta_arguments(max_seq_len=length))
+    entries = trtllm_fake.memo_entries(memo)
+    assert len(entries) == 256
+    memo(**meta_arguments(max_seq_len=256))  # a hit at 256 entries clears nothing
+    assert len(entries) == 256 and len(calls) == 256
+    memo(**meta_arguments(max_seq_len=257))  # a miss at 256 empties the dict, then inserts
+    assert len(entries) == 1 and len(calls) == 257
+    memo(**meta_arguments(max_seq_len=1))
+    assert len(calls) == 258  # what was there before the clear is built again
+
+
+def test_install_line_names_the_workaround_it_found(core, caplog):
+    trtllm_fake.import_tensorrt_llm()
+    with caplog.at_level(logging.INFO, logger="fi_compat"):
+        fi_compat.install()
+    lines = [r.getMessage() for r in caplog.records if r.name == "fi_compat" and r.levelno == logging.INFO]
+    assert len(lines) == 1 and f"flashinfer {installed_release()}" in lines[0]
+    named = "TensorRT-LLM's workaround: inside fi_compat's builder memo" in lines[0]
+    assert named == (installed_release() in INSTALLS), lines[0]
+
+
+# ---------------------------------------------------------------------------- TensorRT-LLM's batches
+
+
+@dataclasses.dataclass
+class Workload:
+    """Tensors for a batch of 64 and, per pass, its own batch sizes and lengths
+    (fresh lengths every pass: a repeated length could hit a cache that a
+    new one would grow)."""
+
+    inputs: workload.Inputs
+    batches: int
+
+    def batch(self, size: int) -> workload.Inputs:
+        """Views of the first ``size`` rows: the host path reads shapes, and views
+        allocate no tensor storage (nothing the memory pass would count)."""
+        t = self.inputs
+        return dataclasses.replace(t, query=t.query[:size], block_tables=t.block_tables[:size],
+                                   seq_lens=t.seq_lens[:size], out=t.out[:size])
+
+    def draws(self, seed: int, count: int = 0) -> tuple[array, array]:
+        count = count or self.batches
+        return (array("q", workload.batch_sizes(count, seed=seed)),
+                array("q", workload.lengths("uniform", CONTEXT, count, seed=seed)))
+
+
+def make_workload(batches: int, counter_buffer: bool) -> Workload:
+    inputs = workload.make_inputs(torch, "trtllm", batch=64, width=CONTEXT // PAGE_SIZE, page_size=PAGE_SIZE)
+    if not counter_buffer:
+        inputs = dataclasses.replace(inputs, counter_buffer=None)
+    return Workload(inputs, batches)
+
+
+def decode_function(path: str):
+    import flashinfer.mla
+
+    return fi_compat.mla_decode if path == "mla_decode" else flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
+
+
+def set_up(order: str, core) -> dict:
+    if order == FIRST:
+        trtllm_fake.import_tensorrt_llm()
+        return fi_compat.install()
     fi_compat.install()
-    proxy = core._build_mla_decode_tuning_config
-    workaround = trtllm_style_memo(proxy)
-    core._build_mla_decode_tuning_config = workaround
-    assert fi_compat.status()["trtllm_workaround"]["present"] is True
-    assert build(core, 4096) is build(core, 4096)
-    with caplog.at_level(logging.WARNING, logger="fi_compat"):
-        state = fi_compat.uninstall()
-    # The workaround stays in place (removing it would break TensorRT-LLM);
-    # fi_compat's proxy inside it becomes a pass-through and says so.
-    assert core._build_mla_decode_tuning_config is workaround
-    assert any("pass-through" in r.getMessage() for r in caplog.records)
-    assert any("pass-through" in n for n in state["notes"])
-    assert proxy._self_active is False
-    build(core, 5000)  # still works
+    trtllm_fake.import_tensorrt_llm()
+    return fi_compat.status()
+
+
+def run_traced(decode, work: Workload, launches, seed: int) -> tuple[int, int, int]:
+    """(growth over the pass, growth over its second half, batches whose kernel got another max_seq_len)."""
+    sizes, lengths = work.draws(seed)
+    mismatched = 0
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        half = start
+        for index, length in enumerate(lengths):
+            if index == len(lengths) // 2:
+                gc.collect()
+                half = tracemalloc.get_traced_memory()[0]
+            workload.trtllm_call(decode, work.batch(sizes[index]), length)
+            mismatched += launches.launches[-1].max_seq_len != length
+            launches.clear()  # the recorder keeps launches (and their tensors) otherwise
+        gc.collect()
+        end = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return end - start, end - half, mismatched
+
+
+def run_timed(decode, work: Workload, launches, seed: int, fixed: int = 0) -> tuple[float, float]:
+    """Mean CPU time per call of this thread (ns) over the first and the last window."""
+    sizes, lengths = work.draws(seed)
+    window = min(WINDOW, len(lengths) // 4)
+    times = array("q", bytes(8 * len(lengths)))
+    gc.collect()
+    for index, length in enumerate(lengths):
+        inputs = work.batch(fixed or sizes[index])
+        started = time.thread_time_ns()
+        workload.trtllm_call(decode, inputs, length)
+        times[index] = time.thread_time_ns() - started
+        launches.clear()
+    return sum(times[:window]) / window, sum(times[-window:]) / window
+
+
+def timed_within_ratio(decode, work: Workload, launches, seed: int, fixed: int = 0) -> tuple[bool, list]:
+    """Whether the last window's mean stays within :data:`TIME_RATIO_LIMIT` of the
+    first's, and the (first, last) means measured.  A pass that misses is run once
+    more on fresh lengths: a scheduler hiccup on a shared machine does not repeat,
+    a cache that slows every call down does (it keeps growing in the second pass)."""
+    measured = []
+    for attempt in range(2):
+        first, last = run_timed(decode, work, launches, seed + 100 * attempt, fixed)
+        measured.append((first, last))
+        if last <= TIME_RATIO_LIMIT * first:
+            return True, measured
+    return False, measured
+
+
+def warm_up(decode, work: Workload, launches) -> None:
+    sizes, lengths = work.draws(seed=0, count=WARMUP)
+    for size, length in zip(sizes, lengths):
+        workload.trtllm_call(decode, work.batch(size), length)
+    launches.clear()
+
+
+@pytest.mark.parametrize("path", ["flashinfer", "mla_decode"])
+@pytest.mark.parametrize("order", [FIRST, SECOND])
+def test_trtllm_batches_stay_bounded_and_flat(order, path, core, fi_launches, fi_matrix_lengths):
+    release = installed_release()
+    state = set_up(order, core)
+    present = release in INSTALLS
+    assert state["state"] == "installed", state
+    position = {FIRST: "inside fi_compat's builder memo", SECOND: "around fi_compat's builder memo"}[order]
+    assert state["trtllm_workaround"] == {"present": present, "position": position if present else None}
+
+    # TensorRT-LLM's call passes the counter buffer; flashinfer before 0.6.15 has no such
+    # parameter (TensorRT-LLM's call cannot run there), so those releases run without it.
+    import flashinfer.mla
+
+    has_counter = "multi_ctas_kv_counter_buffer" in workload.accepted(
+        flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla)
+    decode = decode_function(path)
+    batches = fi_matrix_lengths
+    work = make_workload(batches, counter_buffer=has_counter)
+    warm_up(decode, work, fi_launches)
+    before = census.take()
+
+    growth, late_growth, mismatched = run_traced(decode, work, fi_launches, seed=1)
+    varying_flat, varying = timed_within_ratio(decode, work, fi_launches, seed=2)
+    fixed_flat, fixed = timed_within_ratio(decode, work, fi_launches, seed=3, fixed=64)
+
+    def shown(passes: list) -> str:
+        return ", ".join(f"{first / 1e3:.0f} -> {last / 1e3:.0f} us" for first, last in passes)
+
+    summary = (f"flashinfer {release}, {order}, through {path}, {batches} batches: growth {growth} B "
+               f"(second half {late_growth} B); CPU time per call, first -> last {min(WINDOW, batches // 4)}: "
+               f"batch 8-64 {shown(varying)}; batch 64 {shown(fixed)}")
+    print(summary)
+    assert mismatched == 0, summary  # the kernel receives TensorRT-LLM's exact max_seq_len
+    assert growth < GROWTH_LIMIT, summary
+    assert late_growth < LATE_GROWTH_PER_BATCH * (batches - batches // 2), summary
+    assert varying_flat and fixed_flat, summary
+    assert census.over_bound(census.take(), before, fi_compat.status()["settings"]["cache_size"]["value"]) == []
+    after = fi_compat.status()
+    assert after["state"] == "installed"
+    memo = workaround_of(core)
+    assert (memo is not None) == present
+    if present:
+        assert len(trtllm_fake.memo_entries(memo)) <= trtllm_fake.MAX_ENTRIES
+
+
+CONTROL_BATCHES = 400
+LEAK_FREE_FOR_TRTLLM_CALL = Version("0.7.4")  # explicit backend="trtllm-gen" skips the builder there
+
+
+def test_without_fi_compat_the_same_measurement_sees_the_leak(core, fi_launches):
+    """The control: TensorRT-LLM's workaround alone, the same traced pass.  Every
+    release before 0.7.4 grows by kilobytes per batch for TensorRT-LLM's call
+    (0.6.13 - 0.6.15 in the nearest-profile cache, 0.6.15.post1 on in the tuning
+    config's); 0.7.4 skips the builder for an explicit trtllm-gen call and holds nothing."""
+    release = installed_release()
+    trtllm_fake.import_tensorrt_llm()
+    import flashinfer.mla
+
+    decode = flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
+    work = make_workload(CONTROL_BATCHES, counter_buffer="multi_ctas_kv_counter_buffer" in workload.accepted(decode))
+    warm_up(decode, work, fi_launches)
+    growth, late_growth, mismatched = run_traced(decode, work, fi_launches, seed=4)
+    late_per_batch = late_growth / (CONTROL_BATCHES - CONTROL_BATCHES // 2)
+    print(f"flashinfer {release}, workaround alone, {CONTROL_BATCHES} batches: growth {growth} B, "
+          f"second half {late_per_batch:.0f} B per batch")
+    assert mismatched == 0
+    if release < LEAK_FREE_FOR_TRTLLM_CALL:
+        assert late_per_batch > 4 * LATE_GROWTH_PER_BATCH
+    else:
+        assert late_per_batch < LATE_GROWTH_PER_BATCH and growth < GROWTH_LIMIT
