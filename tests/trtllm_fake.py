@@ -43,6 +43,7 @@ import importlib
 import inspect
 import logging
 import sys
+from types import FunctionType
 from typing import Any, Optional
 
 MARKER = "_trtllm_mla_tuning_config_cache"
@@ -119,7 +120,8 @@ def install_workaround() -> None:
 def memo_entries(function: Any) -> Optional[dict]:
     """The dict inside an installed workaround (read from its closure, as one
     would inspect TensorRT-LLM's), or ``None`` for anything else."""
-    if getattr(function, MARKER, False) is not True or not inspect.isfunction(function):
+    # type(), not inspect.isfunction: a wrapt proxy passes isinstance checks for what it wraps
+    if type(function) is not FunctionType or getattr(function, MARKER, False) is not True:
         return None
     return inspect.getclosurevars(function).nonlocals.get("entries")
 

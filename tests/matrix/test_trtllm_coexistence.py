@@ -25,7 +25,7 @@ import logging
 import time
 import tracemalloc
 from array import array
-from types import SimpleNamespace
+from types import FunctionType, SimpleNamespace
 
 import pytest
 from packaging.version import Version
@@ -76,7 +76,8 @@ def workaround_of(core):
     """TensorRT-LLM's memo wherever it sits: the attribute, or inside fi_compat's proxy."""
     current = core._build_mla_decode_tuning_config
     for candidate in (current, getattr(current, "_fi_compat_original", None)):
-        if getattr(candidate, trtllm_fake.MARKER, False) is True and inspect.isfunction(candidate):
+        # type(), not isinstance: a wrapt proxy passes isinstance checks for what it wraps
+        if type(candidate) is FunctionType and getattr(candidate, trtllm_fake.MARKER, False) is True:
             return candidate
     return None
 
@@ -225,6 +226,27 @@ def test_install_line_names_the_workaround_it_found(core, caplog):
     assert len(lines) == 1 and f"flashinfer {installed_release()}" in lines[0]
     named = "TensorRT-LLM's workaround: inside fi_compat's builder memo" in lines[0]
     assert named == (installed_release() in INSTALLS), lines[0]
+
+
+@pytest.mark.parametrize("order", [FIRST, SECOND])
+def test_uninstall_in_each_order(order, core, caplog):
+    if installed_release() not in INSTALLS:
+        pytest.skip("the workaround installs on 0.6.15 and 0.6.15.post1 only")
+    set_up(order, core)
+    workaround = workaround_of(core)
+    with caplog.at_level(logging.WARNING, logger="fi_compat"):
+        state = fi_compat.uninstall()
+    assert core._build_mla_decode_tuning_config is workaround  # TensorRT-LLM's function stays or comes back
+    if order == FIRST:
+        assert state["notes"] == []
+    else:
+        # fi_compat's proxy is inside TensorRT-LLM's function: it cannot be taken out, so it passes through
+        assert any("pass-through" in note for note in state["notes"])
+        assert any("pass-through" in r.getMessage() for r in caplog.records)
+    assert state["trtllm_workaround"] == {"present": True, "position": "alone"}
+    tables = torch.empty(2, 2, 512, dtype=torch.int32, device="meta")
+    config = core._build_mla_decode_tuning_config(**meta_arguments(block_tables=tables))
+    assert type(config).__name__ == "TuningConfig"  # what remains still builds, through flashinfer's builder
 
 
 # ---------------------------------------------------------------------------- TensorRT-LLM's batches
