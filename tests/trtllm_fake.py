@@ -39,12 +39,24 @@ The facts it reproduces:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import logging
 import sys
 from types import FunctionType
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
+
+from packaging.version import Version
+
+# What the real workaround did per release, measured with TensorRT-LLM's file
+# (docs/integration/tensorrt_llm.md): it installs on these two; below 0.6.15 it
+# skips (no flashinfer.autotuner.autotuner); 0.6.16/0.6.17 return silently (the
+# builder gained parameters); from 0.6.18 it skips (DynamicTensorSpec lost
+# tensor_initializers).
+INSTALLED_ON = (Version("0.6.15"), Version("0.6.15.post1"))
+AUTOTUNER_PACKAGE_FROM = Version("0.6.15")
+INITIALIZERS_UNTIL = Version("0.6.18")
 
 MARKER = "_trtllm_mla_tuning_config_cache"
 MAX_ENTRIES = 256
@@ -124,6 +136,32 @@ def memo_entries(function: Any) -> Optional[dict]:
     if type(function) is not FunctionType or getattr(function, MARKER, False) is not True:
         return None
     return inspect.getclosurevars(function).nonlocals.get("entries")
+
+
+def workaround_of(core: Any) -> Optional[Any]:
+    """The installed workaround wherever it sits: the builder attribute, or inside
+    fi_compat's proxy there."""
+    current = core._build_mla_decode_tuning_config
+    for candidate in (current, getattr(current, "_fi_compat_original", None)):
+        if memo_entries(candidate) is not None:
+            return candidate
+    return None
+
+
+@contextlib.contextmanager
+def builder_restored() -> Iterator[Any]:
+    """``flashinfer.mla._core`` (import it under the CPU shim first); afterwards
+    fi_compat is reset and the original builder put back, so a workaround (or
+    one wrapping fi_compat's proxy) never leaks into the next test."""
+    import flashinfer.mla._core as core
+    from fi_compat import installer
+
+    original = core._build_mla_decode_tuning_config
+    try:
+        yield core
+    finally:
+        installer.reset()
+        core._build_mla_decode_tuning_config = original
 
 
 BACKEND_MODULE = "trtllm_fake_backend"
