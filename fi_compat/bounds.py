@@ -129,9 +129,14 @@ BOUNDS: tuple[Bound, ...] = (
         scale=16,
     ),
     Bound(
-        "nearest-profile", specs.NEAREST_PROFILE, keys.exact_key,
+        "nearest-profile", specs.NEAREST_PROFILE, keys.nearest_profile_key,
         grows_with="the call's tensor shapes (batch size, block-table width) times the configs",
-        proof=_EXACT, verified=SpecifierSet(">=0.6.13,<=0.7.4"), replace_bounded=True, scale=16,
+        proof=("the search reads only the shapes and, of the config, each spec's input_idx, dim_idx and "
+               "map_to_tuning_buckets (memoized by flashinfer, shared by a model's configs) and each "
+               "constraint's indices: keyed on those, as flashinfer itself keys from 0.6.18, so the "
+               "profile lengths inside the initializers do not multiply the entries per batch shape"),
+        verified=SpecifierSet(">=0.6.13,<=0.7.4"), replace_bounded=True, scale=16,
+        computes_from_key=False,
     ),
     Bound(
         "nearest-profile-cached", specs.NEAREST_PROFILE_CACHED, keys.exact_key,

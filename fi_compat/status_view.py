@@ -62,7 +62,8 @@ def _trtllm(snap: Snapshot) -> dict[str, Any]:
 
 def summary_line(snap: Snapshot) -> str:
     """The line a user greps in serving logs: release, process, what is bounded
-    (with each bound's size), what waits for its module, what was left alone."""
+    (with each bound's size), what waits for its module, what was left alone,
+    and TensorRT-LLM's builder memo when it is already in place."""
     caches = {} if snap.installation is None else snap.installation.caches
     bound, other = [], []
     for name, verdict in snap.verdicts.items():
@@ -75,6 +76,9 @@ def summary_line(snap: Snapshot) -> str:
         parts.append(f"bounded when imported: {', '.join(sorted(snap.waiting))}")
     if other:
         parts.append("; ".join(other))
+    workaround = _trtllm(snap)
+    if workaround["present"]:
+        parts.append(f"TensorRT-LLM's workaround: {workaround['position']}")
     return "; ".join(parts)
 
 

@@ -13,7 +13,9 @@ Normalisations (each proven against the real function in the release matrix,
 * :func:`profile_ladder`: ``profile_seq_len`` of the tuning config only fills
   the synthetic ``seq_lens`` used while autotuning;
 * :func:`k_tile_ceiling`: the cute-dsl split-KV / workspace sizer reads
-  ``max_seq_len`` only as ``ceil(max_seq_len / 128)``, the K-tile count.
+  ``max_seq_len`` only as ``ceil(max_seq_len / 128)``, the K-tile count;
+* :func:`nearest_profile_key`: the autotuner's nearest-profile search reads
+  only the shapes and the config's spec indices and bucket mapper.
 """
 
 from __future__ import annotations
@@ -171,6 +173,60 @@ def exact_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
     return key
 
 
+def closure_value(function: Any) -> Hashable:
+    """A pure closure as a value: its code and what it captured.
+
+    Two closures of one code object over equal captured values (and equal
+    defaults) compute the same function: flashinfer's ``make_bucket_mapper``
+    returns such a closure over ``(sorted buckets, round_map)``, a fresh one
+    per tuning config before 0.6.15 (memoized, so one object, from 0.6.15 on).
+    Anything else -- not a Python function, or capturing something unhashable
+    (possibly mutable) -- stands for itself (identity)."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return function
+    try:
+        captured = tuple(cell.cell_contents for cell in function.__closure__ or ())
+        value = (code, captured, function.__defaults__)
+        hash(value)
+    except (AttributeError, TypeError, ValueError):  # ValueError: an empty cell
+        return function
+    return value
+
+
+def nearest_profile_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
+    """Key of ``AutoTuner._find_nearest_profile`` (0.6.13 - 0.6.17): the shapes and
+    only the parts of the tuning config it reads.
+
+    Its body reads, of the config, each dynamic spec's ``input_idx``, ``dim_idx``
+    and ``map_to_tuning_buckets`` and each constraint's ``input_idx`` and
+    ``dim_idx``; never the tensor initializers, which carry the caller's
+    ``max_seq_len``.  Keyed on the config as a whole, every profile length is a
+    separate entry per batch shape (TensorRT-LLM's batch sizes 8-64 times the
+    profile ladder: thousands of entries, ~0.7 KB each).  The bucket mapper
+    enters as :func:`closure_value`, so the configs of one model share a key
+    whether or not the release memoizes ``make_bucket_mapper``.  flashinfer
+    itself keys on this projection from 0.6.18 (``_find_nearest_profile_cached``).
+    A config without those fields is not keyed (the bounded fallback answers it).
+    Cost: one small tuple per dynamic spec per call.
+    """
+    cls_at, shapes_at, config_at = layout.index["cls"], layout.index["shapes"], layout.index["tuning_config"]
+
+    def key(values: tuple) -> Optional[tuple]:
+        config = values[config_at]
+        try:
+            dynamic = tuple((s.input_idx, s.dim_idx, closure_value(s.map_to_tuning_buckets))
+                            for s in config.dynamic_tensor_specs)
+            constraints = tuple((c.input_idx, c.dim_idx) for c in config.constraint_specs)
+            normalised = (values[cls_at], values[shapes_at], dynamic, constraints)
+            hash(normalised)
+        except (AttributeError, TypeError):
+            return None
+        return normalised
+
+    return key
+
+
 def split_kv_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
     """Key (and normalised arguments) of a cute-dsl split-KV / workspace sizer:
     ``max_seq_len`` -> :func:`k_tile_ceiling`.  Releases whose sizer has no
@@ -270,6 +326,7 @@ def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
 
 
 __all__ = [
-    "ArgumentLayout", "BUILDER_SCALARS", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "builder_key", "builder_key_of", "exact_key", "fresh_builder_arguments",
-    "k_tile_ceiling", "profile_ladder", "split_kv_key", "tuning_config_key",
+    "ArgumentLayout", "BUILDER_SCALARS", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "builder_key", "builder_key_of",
+    "closure_value", "exact_key", "fresh_builder_arguments", "k_tile_ceiling", "nearest_profile_key", "profile_ladder",
+    "split_kv_key", "tuning_config_key",
 ]

@@ -19,6 +19,10 @@ Platforms (``FI_COMPAT_MATRIX_PLATFORM``, set by ``scripts/run_release_suite.py`
 
 Markers: ``gpu`` (needs a CUDA device), ``mla_kernel`` (launches an MLA
 decode kernel: SM100/SM103 only).
+
+``FI_COMPAT_MATRIX_LENGTHS`` (fixture ``fi_matrix_lengths``): how many batches
+(distinct per-batch lengths) each long replay pass runs; default 4,000, the
+full matrix.  A CI with less time sets it lower (at least 200).
 """
 
 from __future__ import annotations
@@ -31,6 +35,24 @@ import pytest
 MLA_KERNEL_CAPABILITIES = ((10, 0), (10, 3))
 NEEDS_SM100 = "needs SM100/SM103"
 NEEDS_CUDA = "needs a CUDA device (run by nox -s gpu_matrix)"
+
+
+DEFAULT_MATRIX_LENGTHS = 4_000
+MIN_MATRIX_LENGTHS = 200
+
+
+def matrix_lengths() -> int:
+    value = os.environ.get("FI_COMPAT_MATRIX_LENGTHS", "").strip()
+    if not value:
+        return DEFAULT_MATRIX_LENGTHS
+    try:
+        lengths = int(value)
+    except ValueError:
+        lengths = 0
+    if lengths < MIN_MATRIX_LENGTHS:
+        raise pytest.UsageError(f"FI_COMPAT_MATRIX_LENGTHS={value!r}: expected an integer >= {MIN_MATRIX_LENGTHS} "
+                                f"(default {DEFAULT_MATRIX_LENGTHS})")
+    return lengths
 
 
 def matrix_platform() -> str:
@@ -65,6 +87,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=NEEDS_CUDA))
         elif item.get_closest_marker("mla_kernel") is not None and capability not in MLA_KERNEL_CAPABILITIES:
             item.add_marker(pytest.mark.skip(reason=NEEDS_SM100))
+
+
+@pytest.fixture(scope="session")
+def fi_matrix_lengths() -> int:
+    """Batches per long replay pass (``FI_COMPAT_MATRIX_LENGTHS``, default 4,000)."""
+    return matrix_lengths()
 
 
 @pytest.fixture(scope="session")
