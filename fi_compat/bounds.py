@@ -272,7 +272,8 @@ def warnings_for(rows: Iterable[Verdict], release: Any) -> list[tuple[bool, str]
     rows = list(rows)
     said = [(True, f"flashinfer {release}: {v.reason}. fi_compat left it unbounded "
                    "(set FI_COMPAT_STRICT=1 to make this an error)") for v in rows if v.problem]
-    unverified = [v.bound.spec.qualname for v in rows if v.kind == BOUND and not v.verified]
+    unverified = [v.bound.spec.qualname + (f" (found in {v.found.defined_in})" if v.found and v.found.moved else "")
+                  for v in rows if v.kind == BOUND and not v.verified]
     if unverified:
         said.append((False, f"flashinfer {release} is outside the releases fi_compat verified for "
                             f"{', '.join(unverified)}; their signatures match and fi_compat bounds them. "

@@ -303,8 +303,6 @@ def test_unverified_release_with_matching_signatures_is_bounded_with_one_warning
         assert getattr(fake.core._mla_decode_tuning_config, "_fi_compat_wrapper", False)
 
 
-@pytest.mark.xfail(strict=True, reason="bounds.warnings_for names the function, not the module it was found in "
-                   "(docs/design.md promises the module)")
 def test_the_warning_for_a_moved_function_names_the_module_it_was_found_in(tmp_path):
     with loaded_release("0.6.18", tmp_path, drifts=(fakes.CONFIG_MOVED,)):
         importlib.import_module(fakes.MOVED_TO)

@@ -139,9 +139,6 @@ def test_no_import_cycle_at_import_time():
     assert cycles(deferred=False) == []
 
 
-@pytest.mark.xfail(strict=True, reason="three cycles in the core closed by imports inside functions: "
-                   "installer -> status_view -> installer, installer -> transparent -> call_api -> installer, "
-                   "transparent -> call_api -> transparent")
 def test_no_import_cycle_through_deferred_imports_either():
     """An import inside a function that closes a cycle still makes two modules depend on each other."""
     assert [" -> ".join(cycle) for cycle in cycles(deferred=True)] == []

@@ -108,15 +108,7 @@ def test_call_api_default_difference_warning_points_at_the_mla_decode_call():
     assert found == [(THIS_FILE, line)]
 
 
-# installer.py still passes a fixed stacklevel (right for the unverified-release
-# warning, one frame short for the refusal); it switches to fi_compat.errors.warn
-# in the installer change.  strict=True: the xfail fails loudly once it passes,
-# so the marker is removed then.
-@pytest.mark.parametrize("row_id", [
-    pytest.param("default-drift", marks=pytest.mark.xfail(
-        strict=True, reason="installer.py does not use fi_compat.errors.warn yet")),
-    "unverified-release",
-])
+@pytest.mark.parametrize("row_id", ["default-drift", "unverified-release"])
 def test_install_warnings_point_at_the_install_call(row_id):
     found, line = _install_warning(row_id, _install_here)
     assert found == [(THIS_FILE, line)]

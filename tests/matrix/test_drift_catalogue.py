@@ -154,9 +154,6 @@ def test_refused_releases_are_refused(server, core_text, tmp_path_factory):
     assert report["state_implicit"] == "unsupported"
 
 
-# installer.py still uses a fixed stacklevel; it switches to fi_compat.errors.warn
-# in the installer change, and this xfail (strict) then fails until removed.
-@pytest.mark.xfail(strict=True, reason="installer.py does not use fi_compat.errors.warn yet")
 def test_install_warnings_point_at_the_import_and_install_lines(server, core_text, tmp_path_factory):
     synthetic = release(drift.EDITS_BY_NAME["decode-swap-scales"], core_text, tmp_path_factory)
     found = server.run(synthetic.site, f"{CHECKS}:install_warnings")
