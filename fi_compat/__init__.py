@@ -29,11 +29,11 @@ from .errors import (
 )
 
 _LAZY = {
-    "install": "installer",
-    "uninstall": "installer",
-    "status": "installer",
-    "mla_decode": "call_api",
-    "build_mla_decode_tuning_config": "call_api",
+    "install": "api",
+    "uninstall": "api",
+    "status": "api",
+    "mla_decode": "api",
+    "build_mla_decode_tuning_config": "api",
     "apply_max_seq_len_policy": "policy",
     "detect_release": "release_detection",
     "doctor_report": "commands.doctor",

@@ -23,8 +23,6 @@ import logging
 import os
 import sys
 import threading
-from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional
 
 import wrapt
@@ -35,30 +33,15 @@ from .bounds import BOUND, Verdict, by_name, judge, judge_release, warnings_for
 from .errors import (SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning,
                      UnverifiedReleaseWarning, warn)
 from .lookup import PACKAGE
-from .release_detection import ReleaseInfo, detect_release
+from .release_detection import detect_release
+from .state import Snapshot, State, snapshot_of
 
 logger = logging.getLogger("fi_compat")
 
 _lock = threading.RLock()
 
 
-class _State:
-    def __init__(self) -> None:
-        self.phase = "not-installed"
-        self.settings: dict[str, config.Setting] = config.resolve_all(environ={})
-        self.release: Optional[ReleaseInfo] = None
-        self.verdicts: dict[str, Verdict] = {}
-        self.waiting: dict[str, str] = {}  # bound name -> module it waits for
-        self.installation: Optional[Installation] = None
-        self.extras: Optional[Installation] = None  # what registered plan providers put in place
-        self.messages: list[str] = []
-        self.error: Optional[BaseException] = None  # a strict failure raised at the next fi_compat call
-        self.hooked: set[str] = set()  # modules with a post-import hook (wrapt cannot unregister one)
-        self.explicit = False  # install()/uninstall() called: the call API never installs behind its back
-        self.generation = 0  # bumped by every change: the call API's one-int staleness check
-
-
-_state = _State()
+_state = State()
 
 
 def _renew_lock_after_fork() -> None:
@@ -82,32 +65,9 @@ def register_plan_provider(name: str, enabled: Callable[[Mapping[str, config.Set
     _providers[name] = (enabled, make_plan)
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """A read-only view of the installer's state for the rest of fi_compat."""
-
-    phase: str
-    generation: int
-    release: Optional[ReleaseInfo]
-    settings: Mapping[str, config.Setting]
-    explicit: bool
-    verdicts: Mapping[str, Verdict]
-    waiting: Mapping[str, str]
-    installation: Optional[Installation]
-    extras: Optional[Installation]
-    messages: tuple[str, ...]
-    error: Optional[BaseException]
-
-    def setting(self, name: str) -> Any:
-        return self.settings[name].value
-
-
 def snapshot() -> Snapshot:
-    """The current state (each field is replaced on change, never mutated in place)."""
-    s = _state
-    return Snapshot(s.phase, s.generation, s.release, MappingProxyType(s.settings), s.explicit,
-                    MappingProxyType(dict(s.verdicts)), MappingProxyType(dict(s.waiting)), s.installation,
-                    s.extras, tuple(s.messages), s.error)
+    """The current state, read-only."""
+    return snapshot_of(_state)
 
 
 def generation() -> int:
@@ -260,6 +220,9 @@ def _activate() -> None:
     installation.apply(plan)
     try:
         _state.extras = Installation()
+        if _state.settings["transparent"].value and "transparent" not in _providers:
+            logger.warning("fi_compat: transparent mode comes with the call API: install through "
+                           "fi_compat.install(), which loads it; this install has none")
         for enabled, make_plan in _providers.values():
             if enabled(_state.settings):
                 _state.extras.apply(make_plan())

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from ._version import __version__
 from .bounds import BOUND, ReleaseVerdict
 from .lookup import foreign_memo
 from .release_detection import detect_release
 from .specs import CORE_MODULE, TUNING_CONFIG_BUILDER
+from .state import Snapshot
 
-if TYPE_CHECKING:  # the installer imports this module; at run time it only hands a Snapshot in
-    from .installer import Snapshot
 
 
 def _flashinfer_cache(verdict: Any) -> Optional[dict[str, Any]]:

@@ -419,7 +419,7 @@ def test_a_failure_at_any_step_leaves_nothing_half_installed(where, tmp_path, mo
                     raise RuntimeError(f"simulated failure replacing {attribute}")
                 setattr(owner, attribute, value)
 
-            def failing_plan():
+            def failing_plan(route):
                 raise RuntimeError("simulated failure in transparent mode")
 
             monkeypatch.setattr(base, "setattr", counting_setattr, raising=False)
