@@ -26,6 +26,8 @@ import pytest
 
 from fi_compat import specs
 from fi_compat.cli import main
+from fi_compat.commands.guard.check import Result
+from fi_compat.commands.guard.report import as_table
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +67,9 @@ def test_bounding_only_the_tuning_config_passes_06151_and_fails_0616(real_wheel,
     assert {(l["layout"], l["backend"]) for l in leak["layouts"]} == CUTE_DSL_LAYOUTS
     assert all(l["gained"] >= l["lengths"] for l in leak["layouts"])
     assert specs.CUTE_DSL_SPLIT_KV.qualname in after["reason"] and "max_seq_len" in after["reason"]
+    table = as_table([Result(**before), Result(**after)], data["notes"])
+    assert f"{specs.CUTE_DSL_SPLIT_KV.qualname}({', '.join(leak['key'])})" in table
+    assert "0.6.16 (--pin flashinfer-python==0.6.16): leaks" in table and table.endswith("exit 1")
     # each layout decoded its lengths through the real host path: one recorded launch per decode
     for result in (before, after):
         assert [sum(l["lengths"]) for l in result["census"]["layouts"]] == [l["launches"] for l in
@@ -121,7 +126,8 @@ def test_default_fi_compat_is_flat_offline_from_find_links_and_leaves_the_enviro
     assert (result["wheel"], result["verdict"], result["census"]["verdict"]) == (str(links / wheel.name), "verified",
                                                                                "flat")
     assert result["census"]["release"] == "0.6.18"
-    assert all(row["verdict"] in ("bound", "not-in-release", "no-cache") for row in result["census"]["fi_compat"]["bounds"])
+    rows = result["census"]["fi_compat"]["bounds"]
+    assert all(row["verdict"] in ("bound", "not-in-release", "no-cache") for row in rows)
     # nothing left behind: no throwaway directory, no flashinfer or pip cache in HOME,
     # the interpreter's site-packages as they were, the wheel cache still empty
     assert _listing(str(scratch)) == [] and _listing(str(empty_cache)) == []

@@ -99,9 +99,9 @@ def requirements_missing(wheel: Path) -> tuple[list[str], list[str]]:
 
 def missing_message(release: str, missing: list[str]) -> str:
     return (f"--census needs pip, torch and flashinfer-python {release}'s dependencies in the Python that runs "
-            f"the guard (they are reused, never installed by the guard); missing: {', '.join(missing)}. "
-            f"Run the guard with the interpreter of your serving environment, or install them "
-            f"(`pip install 'flashinfer-python=={release}'` installs all of them)")
+            f"the guard (they are reused; the guard installs nothing there); missing: {', '.join(missing)}. "
+            f"Run the guard with the Python of your serving environment, or install them into this one "
+            f"(`pip install 'flashinfer-python=={release}'` brings all of them)")
 
 
 def install_overlay(wheel: Path, target: Path, timeout: float = INSTALL_TIMEOUT_S) -> None:

@@ -24,8 +24,8 @@ installing, so the probe behaves like a fi_compat that knows only those rows
 (``tuning-config,builder`` is fi_compat as it was before the cute-dsl sizer
 took ``max_seq_len``).  It is not an option of :func:`fi_compat.install`.
 
-Cost: importing flashinfer (a few seconds), then about 1 ms per decode; the
-default 256 lengths x 5 layouts take about 10-30 s per release on 2 cores.
+Cost: 15-25 s per release on 2 shared cores, most of it importing torch and
+flashinfer; the decodes (256 lengths, about 1-2 ms each) take 0.2-0.6 s per layout.
 Failure: any exception is written to ``--out`` as ``{"error": ...}`` with exit
 status 3, so the guard can say what went wrong instead of a bare traceback.
 """
@@ -138,8 +138,9 @@ def describe_key(qualname: str) -> dict[str, Any]:
     }
 
 
-def _engine_call(torch: Any, decode: Any, host: Any, layout: str, backend: str,
-                 halves: tuple[list[int], list[int]]) -> dict[str, Any]:
+def soak_layout(torch: Any, decode: Any, host: Any, layout: str, backend: str,
+                halves: tuple[list[int], list[int]]) -> dict[str, Any]:
+    """One engine's call over both halves of lengths; the growth of every cache in each half."""
     from ... import census
     from ...testing import workload
 
@@ -203,6 +204,8 @@ def run_probe(release: str, target: str, lengths: int, only_bounds: Optional[lis
             os.path.abspath(target):
         raise RuntimeError(f"flashinfer resolves to {location}, not the throwaway install in {target}")
     installed = metadata.version("flashinfer-python")
+    if _version(release) is not None and _version(installed) != _version(release):
+        raise RuntimeError(f"the throwaway install holds flashinfer-python {installed}, not {release}")
     fi_compat.install()
     results = []
     with cpu_host() as host:
@@ -210,7 +213,7 @@ def run_probe(release: str, target: str, lengths: int, only_bounds: Optional[lis
         decode = getattr(module, specs.DECODE.name)
         for combo, (layout, backend) in enumerate(ENGINE_BACKENDS):
             try:
-                results.append(_engine_call(torch, decode, host, layout, backend, probe_lengths(lengths, combo)))
+                results.append(soak_layout(torch, decode, host, layout, backend, probe_lengths(lengths, combo)))
             except Exception as exc:  # noqa: BLE001  (reported with the layout; the guard exits 2)
                 raise RuntimeError(f"layout {layout}, backend {backend}: {type(exc).__name__}: {exc}") from exc
         state = fi_compat.status()
@@ -227,6 +230,15 @@ def run_probe(release: str, target: str, lengths: int, only_bounds: Optional[lis
                                  for row in state["bounds"]]},
         "layouts": results, "keys": keys,
     }
+
+
+def _version(text: str) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 
 def main(argv: Optional[list[str]] = None) -> int:

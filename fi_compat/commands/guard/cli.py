@@ -39,9 +39,9 @@ def register(subparsers: Any) -> None:
             "Check that every flashinfer-python release a requirement file (or --pin, or --wheel) "
             "admits is one fi_compat supports, by reading signatures from the wheel with ast. "
             "Exit 0: every flashinfer-python requirement was checked and is verified or "
-            "compatible-unverified; 1: a checked release is unsupported; 2: something could not be "
-            "checked (usage, unreadable file, URL/VCS/editable requirement, index, download or wheel "
-            "errors). See docs/guard.md."
+            "compatible-unverified; 1: a checked release is unsupported (or, with --census, leaks); "
+            "2: something could not be checked (usage, unreadable file, URL/VCS/editable requirement, "
+            "index, download or wheel errors, a --census that could not run). See docs/guard.md."
         ),
     )
     parser.add_argument("files", nargs="*", metavar="FILE",
@@ -68,7 +68,8 @@ def register(subparsers: Any) -> None:
                         help="also run each release: install its wheel in a throwaway directory over this "
                              "interpreter's torch and flashinfer dependencies, decode a few hundred distinct "
                              "max_seq_len per engine layout under the CPU-host shim with fi_compat installed, and "
-                             "exit 1 if any flashinfer cache grows per distinct length (about 20 s per release)")
+                             "exit 1 if any flashinfer cache grows per distinct length "
+                             "(about 25-75 s per release; docs/guard.md)")
     parser.add_argument("--find-links", action="append", default=[], type=Path, metavar="DIR",
                         help="look for flashinfer-python wheels in DIR before the cache (repeatable; never downloads)")
     # Internal, for fi_compat's own tests of --census (docs/guard.md): the probe
