@@ -462,6 +462,17 @@ ROWS: list[Row] = [
     Row("guard-wheel-other-package", "fi-compat guard", "--wheel of another package's wheel",
         cli("guard", "--json", "--wheel", "numpy.whl"), "exit 2", "numpy.whl: not a flashinfer-python wheel",
         files={"numpy.whl": _zip({"numpy/__init__.py": ""})}),
+    Row("guard-find-links-missing", "fi-compat guard", "--find-links nowhere (not a directory)",
+        cli("guard", "--find-links", "nowhere", "--pin", "flashinfer-python==0.6.18"), "exit 2",
+        "fi-compat guard: --find-links nowhere: no such directory"),
+    Row("guard-census-missing-dependency", "fi-compat guard",
+        "--census, a wheel whose Requires-Dist names a distribution the guard's Python lacks",
+        cli("guard", "--census", "--json", "--wheel", "flashinfer_python-0.6.18-py3-none-any.whl"), "exit 2",
+        "--census needs pip, torch and flashinfer-python 0.6.18's dependencies in the Python that runs the guard",
+        files={"flashinfer_python-0.6.18-py3-none-any.whl": _zip({
+            **fakes.release_files("0.6.18"),
+            "flashinfer_python-0.6.18.dist-info/METADATA": "Metadata-Version: 2.1\nName: flashinfer-python\n"
+            "Version: 0.6.18\nRequires-Dist: torch\nRequires-Dist: absent-dependency>=1.0\n\n"})}),
     # ---------------------------------------------------------------- fi-compat doctor / audit / soak
     Row("doctor-unknown-option", "fi-compat doctor", "--bogus", cli("doctor", "--bogus"), "exit 2",
         "unrecognized arguments: --bogus"),

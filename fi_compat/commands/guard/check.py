@@ -37,6 +37,7 @@ from .wheel import WheelSources, lookup_for, module_path
 GUARD_VERIFIED = "verified"
 GUARD_UNVERIFIED = "compatible-unverified"
 GUARD_UNSUPPORTED = "unsupported"
+GUARD_LEAKS = "leaks"  # --census: a flashinfer cache grows per distinct length with fi_compat installed
 GUARD_ERROR = "error"
 
 _WORDS = {VERIFIED: GUARD_VERIFIED, UNVERIFIED: GUARD_UNVERIFIED, PARTIAL: GUARD_UNSUPPORTED,
@@ -57,12 +58,13 @@ class Result:
     wheel: Optional[str] = None
     mismatches: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    census: Optional[dict[str, Any]] = None  # --census: CensusResult.as_dict(), or {"verdict": "error", ...}
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "release": self.release, "origin": self.origin, "verdict": self.verdict,
             "bounds": self.bounds, "reason": self.reason, "wheel": self.wheel,
-            "mismatches": self.mismatches, "notes": self.notes,
+            "mismatches": self.mismatches, "notes": self.notes, "census": self.census,
         }
 
 
@@ -136,5 +138,5 @@ def _maybe_version(text: str) -> Optional[Version]:
         return None
 
 
-__all__ = ["GUARD_ERROR", "GUARD_UNSUPPORTED", "GUARD_UNVERIFIED", "GUARD_VERIFIED",
+__all__ = ["GUARD_ERROR", "GUARD_LEAKS", "GUARD_UNSUPPORTED", "GUARD_UNVERIFIED", "GUARD_VERIFIED",
            "Result", "check_wheel", "wheel_version"]

@@ -22,7 +22,7 @@ from packaging.specifiers import SpecifierSet
 from . import DISTRIBUTION
 from .check import GUARD_ERROR, Result, check_wheel
 from .errors import GuardError
-from .fetch import CACHE_ENV, default_cache_dir, fetch, fetch_url, file_sha256, wheel_release
+from .fetch import CACHE_ENV, default_cache_dir, fetch, fetch_url, file_sha256, find_cached, wheel_release
 from .index import INDEX_TIMEOUT_S, ReleaseSource, releases_for
 from .pins import FORMATS, LOCAL_WHEEL, REMOTE_WHEEL, SPECIFIER, Found, groups, parse_pin, read_pins
 from .pins.direct import file_name
@@ -39,9 +39,9 @@ def register(subparsers: Any) -> None:
             "Check that every flashinfer-python release a requirement file (or --pin, or --wheel) "
             "admits is one fi_compat supports, by reading signatures from the wheel with ast. "
             "Exit 0: every flashinfer-python requirement was checked and is verified or "
-            "compatible-unverified; 1: a checked release is unsupported; 2: something could not be "
-            "checked (usage, unreadable file, URL/VCS/editable requirement, index, download or wheel "
-            "errors). See docs/guard.md."
+            "compatible-unverified; 1: a checked release is unsupported (or, with --census, leaks); "
+            "2: something could not be checked (usage, unreadable file, URL/VCS/editable requirement, "
+            "index, download or wheel errors, a --census that could not run). See docs/guard.md."
         ),
     )
     parser.add_argument("files", nargs="*", metavar="FILE",
@@ -64,6 +64,17 @@ def register(subparsers: Any) -> None:
                              "check them; without it a URL pin is not checked (exit 2)")
     parser.add_argument("--max-releases", type=int, default=DEFAULT_MAX_RELEASES, metavar="N",
                         help="refuse a range admitting more releases than this (default %(default)s)")
+    parser.add_argument("--census", action="store_true",
+                        help="also run each release: install its wheel in a throwaway directory over this "
+                             "interpreter's torch and flashinfer dependencies, decode a few hundred distinct "
+                             "max_seq_len per engine layout under the CPU-host shim with fi_compat installed, and "
+                             "exit 1 if any flashinfer cache grows per distinct length "
+                             "(about 25-75 s per release; docs/guard.md)")
+    parser.add_argument("--find-links", action="append", default=[], type=Path, metavar="DIR",
+                        help="look for flashinfer-python wheels in DIR before the cache (repeatable; never downloads)")
+    # Internal, for fi_compat's own tests of --census (docs/guard.md): the probe
+    # installs only these rows of fi_compat.bounds.BOUNDS.  Not a way to use fi_compat.
+    parser.add_argument("--census-only-bounds", default=None, help=argparse.SUPPRESS)
     parser.set_defaults(func=run)
 
 
@@ -74,6 +85,10 @@ class Guard:
         self.max_releases: int = args.max_releases
         self.download: bool = args.download
         self.releases = ReleaseSource(offline=args.offline, timeout=args.index_timeout)
+        self.census: bool = args.census
+        self.census_only_bounds: Optional[list[str]] = (
+            None if args.census_only_bounds is None else [n.strip() for n in args.census_only_bounds.split(",")])
+        self.find_links: list[Path] = args.find_links
         self.results: list[Result] = []
         self.notes: list[str] = []
         self._checked: dict[str, Result] = {}
@@ -100,12 +115,22 @@ class Guard:
         for release in releases:
             self.check_release(release, origin)
 
+    def verdict(self, wheel: Path, origin: str, expected_release: Optional[str] = None) -> Result:
+        """The static verdict on one wheel and, with ``--census``, its census."""
+        result = check_wheel(wheel, origin, expected_release=expected_release)
+        if self.census:
+            from .census_check import add_census
+
+            add_census(result, wheel, only_bounds=self.census_only_bounds)
+        return result
+
     def check_release(self, release: str, origin: str) -> None:
         try:
-            wheel = fetch(release, self.cache_dir, offline=self.offline)
+            found = [w for w in (find_cached(d, release) for d in self.find_links) if w is not None]
+            wheel = found[0] if found else fetch(release, self.cache_dir, offline=self.offline)
             key = str(wheel)
             if key not in self._checked:
-                self._checked[key] = check_wheel(wheel, origin, expected_release=release)
+                self._checked[key] = self.verdict(wheel, origin, expected_release=release)
             self.results.append(self._again(self._checked[key], origin))
         except GuardError as exc:
             self.error(origin, str(exc), release)
@@ -120,7 +145,7 @@ class Guard:
                     self.error(origin, f"{path} has sha256 {actual}, but {recorded_in} records {sha256}: it is "
                                        "not the file that was locked; re-lock, or check the wheel you will install")
                     return
-            self.results.append(check_wheel(Path(path), origin))
+            self.results.append(self.verdict(Path(path), origin))
         except (GuardError, OSError) as exc:
             self.error(origin, str(exc))
 
@@ -152,7 +177,7 @@ class Guard:
     @staticmethod
     def _again(result: Result, origin: str) -> Result:
         return Result(result.release, origin, result.verdict, list(result.bounds), result.reason, result.wheel,
-                      list(result.mismatches), list(result.notes))
+                      list(result.mismatches), list(result.notes), result.census)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -162,6 +187,13 @@ def run(args: argparse.Namespace) -> int:
     if args.max_releases < 1:
         print("fi-compat guard: --max-releases must be at least 1", file=sys.stderr)
         return EXIT_ERROR
+    if args.census_only_bounds is not None and not args.census:
+        print("fi-compat guard: --census-only-bounds applies to --census only", file=sys.stderr)
+        return EXIT_ERROR
+    for directory in args.find_links:
+        if not directory.is_dir():
+            print(f"fi-compat guard: --find-links {directory}: no such directory", file=sys.stderr)
+            return EXIT_ERROR
     if args.download and args.offline:
         print("fi-compat guard: --download fetches URLs and --offline forbids it; choose one", file=sys.stderr)
         return EXIT_ERROR

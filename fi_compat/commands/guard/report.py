@@ -1,8 +1,9 @@
 """The guard's output: a table for people, JSON (``--json``) for machines, and the exit status.
 
 Exit status: 2 when anything could not be checked (usage error, unreadable
-requirement file, index or download failure, refused wheel); otherwise 1 when
-any release is ``unsupported``; otherwise 0 (every release ``verified`` or
+requirement file, index or download failure, refused wheel, a ``--census``
+that could not run); otherwise 1 when any release is ``unsupported`` or
+(``--census``) ``leaks``; otherwise 0 (every release ``verified`` or
 ``compatible-unverified``).
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from .check import GUARD_ERROR, GUARD_UNSUPPORTED, GUARD_UNVERIFIED, GUARD_VERIFIED, Result
+from .check import GUARD_ERROR, GUARD_LEAKS, GUARD_UNSUPPORTED, GUARD_UNVERIFIED, GUARD_VERIFIED, Result
 
 EXIT_OK = 0
 EXIT_UNSUPPORTED = 1
@@ -22,13 +23,13 @@ def exit_status(results: Sequence[Result]) -> int:
     verdicts = {r.verdict for r in results}
     if GUARD_ERROR in verdicts:
         return EXIT_ERROR
-    if GUARD_UNSUPPORTED in verdicts:
+    if GUARD_UNSUPPORTED in verdicts or GUARD_LEAKS in verdicts:
         return EXIT_UNSUPPORTED
     return EXIT_OK
 
 
 def summary(results: Sequence[Result]) -> dict[str, int]:
-    counts = {GUARD_VERIFIED: 0, GUARD_UNVERIFIED: 0, GUARD_UNSUPPORTED: 0, GUARD_ERROR: 0}
+    counts = {GUARD_VERIFIED: 0, GUARD_UNVERIFIED: 0, GUARD_UNSUPPORTED: 0, GUARD_LEAKS: 0, GUARD_ERROR: 0}
     for result in results:
         counts[result.verdict] = counts.get(result.verdict, 0) + 1
     return counts
@@ -61,10 +62,17 @@ def as_table(results: Sequence[Result], notes: Sequence[str]) -> str:
             lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3])
     for result in results:
         if result.verdict == GUARD_VERIFIED:
+            if result.census is not None:
+                lines.append("")
+                lines.append(f"{result.release or '?'} ({result.origin}): {result.verdict}")
+                lines.extend(_census_lines(result.census))
             continue
         lines.append("")
         lines.append(f"{result.release or '?'} ({result.origin}): {result.verdict}")
-        lines.append(f"  {result.reason}")
+        if result.census is None or result.verdict not in (GUARD_LEAKS, GUARD_ERROR):
+            lines.append(f"  {result.reason}")  # else the census lines say it
+        if result.census is not None:
+            lines.extend(_census_lines(result.census))
         for mismatch in result.mismatches:
             lines.append(f"  - {mismatch['function']}: {mismatch['difference']}")
             lines.append(f"      expected ({', '.join(mismatch['expected'])})")
@@ -80,7 +88,22 @@ def as_table(results: Sequence[Result], notes: Sequence[str]) -> str:
     lines.append("")
     lines.append(
         f"{len(results)} checked: {counts[GUARD_VERIFIED]} verified, {counts[GUARD_UNVERIFIED]} "
-        f"compatible-unverified, {counts[GUARD_UNSUPPORTED]} unsupported, {counts[GUARD_ERROR]} "
+        f"compatible-unverified, {counts[GUARD_UNSUPPORTED]} unsupported, "
+        + (f"{counts[GUARD_LEAKS]} leaking, " if counts[GUARD_LEAKS] or any(r.census for r in results) else "")
+        + f"{counts[GUARD_ERROR]} "
         f"not checked (errors); exit {exit_status(results)}"
     )
     return "\n".join(lines)
+
+
+def _census_lines(census: dict[str, Any]) -> list[str]:
+    """The ``--census`` part of a result: its summary, then each leak with its key."""
+    lines = [f"  {census['summary']}"]
+    for leak in census.get("leaks", []):
+        key = "(parameters unknown)" if leak["key"] is None else f"({', '.join(leak['key'])})"
+        lines.append(f"  - {leak['function']}{key}")
+        lines.append(f"      {leak['per_length']} entries per distinct max_seq_len; {leak['row_state']}")
+        for layout in leak["layouts"]:
+            lines.append(f"      {layout['layout']}/{layout['backend']}: +{layout['gained']} entries over "
+                         f"{layout['lengths']} new lengths (+{layout['first_half']} over the first half)")
+    return lines

@@ -1,0 +1,266 @@
+"""The census probe of ``fi-compat guard --census``: one process, one flashinfer release.
+
+Run by :mod:`.census_check` with the candidate wheel installed in a throwaway
+directory put first on ``PYTHONPATH``; never run in the user's own process
+(flashinfer's caches are process-global, and this imports torch and flashinfer)::
+
+    python -m fi_compat.commands.guard.census_probe --release X --target DIR --out FILE
+                                                    [--lengths N] [--only-bounds NAME,NAME]
+
+It installs fi_compat, imports flashinfer under the CPU-host shim
+(:func:`fi_compat.testing.cpu_host`) and, for each engine layout with its
+backends (:data:`ENGINE_BACKENDS`), decodes ``N`` distinct ``max_seq_len``
+values in two interleaved halves with one engine's call
+(:mod:`fi_compat.testing.workload`), taking the census
+(:func:`fi_compat.census.take`) before, between and after.  It writes JSON to
+``--out``: the growth of every cache in each half, and for each grown
+flashinfer cache the cached function's parameters (its key) as
+:mod:`fi_compat.lookup` describes them.  Deciding what is a leak is the
+guard's job (:mod:`.census_check`), not the probe's.
+
+``--only-bounds`` is internal, for testing the guard itself: it removes every
+other row from :data:`fi_compat.bounds.BOUNDS` in this process before
+installing, so the probe behaves like a fi_compat that knows only those rows
+(``tuning-config,builder`` is fi_compat as it was before the cute-dsl sizer
+took ``max_seq_len``).  It is not an option of :func:`fi_compat.install`.
+
+Cost: 15-25 s per release on 2 shared cores, most of it importing torch and
+flashinfer; the decodes (256 lengths, about 1-2 ms each) take 0.2-0.6 s per layout.
+Failure: any exception is written to ``--out`` as ``{"error": ...}`` with exit
+status 3, so the guard can say what went wrong instead of a bare traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, Optional
+
+#: Each engine's layout and the backends it passes (fi_compat.testing.workload,
+#: docs/integration/*.md): TensorRT-LLM always trtllm-gen; vLLM "auto", or
+#: cute-dsl under decode context parallelism; SGLang "auto", or its cute-dsl variant.
+ENGINE_BACKENDS: tuple[tuple[str, str], ...] = (
+    ("trtllm", "trtllm-gen"), ("vllm", "auto"), ("vllm", "cute-dsl"), ("sglang", "auto"), ("sglang", "cute-dsl"),
+)
+DEFAULT_LENGTHS = 256
+CONTEXT = 65536
+"""Longest ``max_seq_len`` decoded; lengths are spread over ``[1, CONTEXT]``,
+more than one 128-token K tile apart (the coarsest key fi_compat knows)."""
+BATCH = 8
+PAGE_SIZE = 64
+NUM_PAGES = 512
+PROBE_ERROR = 3
+
+
+def probe_lengths(count: int, combo: int) -> tuple[list[int], list[int]]:
+    """Two interleaved halves of ``count`` distinct lengths over ``[1, CONTEXT]``.
+
+    Each layout gets its own values (offset by ``combo``), so a cache keyed on
+    the exact length that an earlier layout filled cannot hide this layout's
+    growth.  Both halves span the whole range, so a cache keyed on a clamp of
+    the length grows alike in each."""
+    step = CONTEXT // count
+    values = [1 + combo + i * step for i in range(count)]
+    return values[0::2], values[1::2]
+
+
+#: Every row of fi_compat.bounds.BOUNDS, as shipped (``--only-bounds`` narrows
+#: the table the installer reads, not this): a grown cache is named with its row.
+_SHIPPED_ROWS: list[Any] = []
+
+
+def restrict_bounds(names: list[str]) -> None:
+    """Keep only the named rows of :data:`fi_compat.bounds.BOUNDS` (this process only)."""
+    from ... import bounds
+
+    known = [bound.name for bound in bounds.BOUNDS]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"--only-bounds: unknown row(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    _SHIPPED_ROWS[:] = bounds.BOUNDS
+    bounds.BOUNDS = tuple(bound for bound in bounds.BOUNDS if bound.name in names)
+
+
+def _resolve(qualname: str) -> Any:
+    """The live object a census qualname names: the longest loaded module prefix,
+    then attributes (class members through the class ``__dict__``)."""
+    parts = qualname.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is None:
+            continue
+        value: Any = module
+        for name in parts[cut:]:
+            value = vars(value).get(name) if isinstance(value, type) else getattr(value, name, None)
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if value is None:
+                return None
+        return value
+    return None
+
+
+def _underlying(obj: Any) -> Any:
+    """The plain function under a functools cache or a fi_compat memo."""
+    return inspect.unwrap(getattr(obj, "_fi_compat_original", obj)) if obj is not None else None
+
+
+def describe_key(qualname: str) -> dict[str, Any]:
+    """The cached function's parameters (a functools cache keys on all of them)
+    and the fi_compat row that bounds it, if any: the row's function is found
+    with :func:`fi_compat.lookup.find_live` (re-exports followed) and matched by
+    the function it caches, else the object is described with
+    :func:`fi_compat.lookup.describe_callable`."""
+    from ... import bounds
+    from ...lookup import describe_callable, find_live
+
+    obj = _resolve(qualname)
+    function, row = None, None
+    for bound in _SHIPPED_ROWS or bounds.BOUNDS:
+        found = find_live(bound.spec)
+        if found is not None and obj is not None and _underlying(found.obj) is _underlying(obj):
+            function, row = found.function, bound.name
+            break
+    if function is None and obj is not None:
+        function = describe_callable(qualname, obj, where=qualname)
+    installed = row is not None and any(bound.name == row for bound in bounds.BOUNDS)
+    return {
+        "parameters": None if function is None else [str(p) for p in function.params],
+        "where": None if function is None else function.where,
+        "row": row, "row_installed": installed,
+    }
+
+
+def soak_layout(torch: Any, decode: Any, host: Any, layout: str, backend: str,
+                halves: tuple[list[int], list[int]]) -> dict[str, Any]:
+    """One engine's call over both halves of lengths; the growth of every cache in each half."""
+    from ... import census
+    from ...testing import workload
+
+    full_width = CONTEXT // PAGE_SIZE
+    base = workload.make_inputs(torch, layout, batch=BATCH, width=full_width, page_size=PAGE_SIZE,
+                                num_pages=NUM_PAGES)
+    by_width = {full_width: base}
+
+    def decode_once(length: int) -> None:
+        width = workload.sglang_width(length, PAGE_SIZE) if layout == "sglang" else full_width
+        if width not in by_width:
+            by_width[width] = workload.resize(torch, base, width=width)
+        inputs = by_width[width]
+        inputs.seq_lens.fill_(length)
+        workload.call(layout, decode, inputs, length, backend)
+        host.recorder.launches.clear()
+
+    decode_once(CONTEXT)  # warm-up: first-call imports and compiles are not growth
+    started = time.perf_counter()
+    counts = [census.take()]
+    launches = host.recorder.total
+    for half in halves:
+        for length in half:
+            decode_once(length)
+        counts.append(census.take())
+    grown = {}
+    for index in (0, 1):
+        for growth in census.grown(counts[index], counts[index + 1]):
+            entry = grown.setdefault(growth.qualname, {
+                "qualname": growth.qualname, "owner": growth.after.owner, "maxsize": growth.after.maxsize,
+                "gained": [0, 0], "currsize": 0})
+            entry["gained"][index] = growth.gained
+    for name, entry in grown.items():
+        entry["currsize"] = counts[2][name].currsize
+    return {
+        "layout": layout, "backend": backend, "lengths": [len(halves[0]), len(halves[1])],
+        "launches": host.recorder.total - launches, "seconds": round(time.perf_counter() - started, 3),
+        "grown": sorted(grown.values(), key=lambda e: -sum(e["gained"])),
+    }
+
+
+def run_probe(release: str, target: str, lengths: int, only_bounds: Optional[list[str]]) -> dict[str, Any]:
+    import warnings
+
+    if only_bounds is not None:
+        restrict_bounds(only_bounds)
+    # the shim's recorded cute-dsl kernel has no compiled artifacts to query;
+    # flashinfer then falls back to the SM count, as it says
+    warnings.filterwarnings("ignore", message="cutlass.get_max_active_clusters failed")
+    import importlib.metadata as metadata
+
+    import torch
+
+    import fi_compat
+    from ... import specs
+    from ...testing import cpu_host
+
+    spec = importlib.util.find_spec("flashinfer")
+    location = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+    if location is None or os.path.commonpath([os.path.abspath(location), os.path.abspath(target)]) != \
+            os.path.abspath(target):
+        raise RuntimeError(f"flashinfer resolves to {location}, not the throwaway install in {target}")
+    installed = metadata.version("flashinfer-python")
+    if _version(release) is not None and _version(installed) != _version(release):
+        raise RuntimeError(f"the throwaway install holds flashinfer-python {installed}, not {release}")
+    fi_compat.install()
+    results = []
+    with cpu_host() as host:
+        module = importlib.import_module("flashinfer.mla")
+        decode = getattr(module, specs.DECODE.name)
+        for combo, (layout, backend) in enumerate(ENGINE_BACKENDS):
+            try:
+                results.append(soak_layout(torch, decode, host, layout, backend, probe_lengths(lengths, combo)))
+            except Exception as exc:  # noqa: BLE001  (reported with the layout; the guard exits 2)
+                raise RuntimeError(f"layout {layout}, backend {backend}: {type(exc).__name__}: {exc}") from exc
+        state = fi_compat.status()
+    keys = {}
+    for result in results:
+        for entry in result["grown"]:
+            if entry["owner"] == "flashinfer" and entry["qualname"] not in keys:
+                keys[entry["qualname"]] = describe_key(entry["qualname"])
+    return {
+        "release": installed, "asked": release, "location": location, "only_bounds": only_bounds,
+        "lengths": lengths, "context": CONTEXT, "batch": BATCH,
+        "fi_compat": {"outcome": state["outcome"], "state": state["state"],
+                      "bounds": [{"name": row["name"], "verdict": row["verdict"], "patched": row.get("patched")}
+                                 for row in state["bounds"]]},
+        "layouts": results, "keys": keys,
+    }
+
+
+def _version(text: str) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fi_compat.commands.guard.census_probe")
+    parser.add_argument("--release", required=True)
+    parser.add_argument("--target", required=True, help="the throwaway directory holding the installed wheel")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--lengths", type=int, default=DEFAULT_LENGTHS)
+    parser.add_argument("--only-bounds", default=None, metavar="NAME,NAME",
+                        help="internal (tests of the guard): install only these rows of fi_compat.bounds.BOUNDS")
+    args = parser.parse_args(argv)
+    only = None if args.only_bounds is None else [n.strip() for n in args.only_bounds.split(",") if n.strip()]
+    try:
+        payload = run_probe(args.release, args.target, args.lengths, only)
+        status = 0
+    except BaseException as exc:  # noqa: BLE001  (everything reaches the guard as text)
+        payload = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=8)}
+        status = PROBE_ERROR
+    with open(args.out, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

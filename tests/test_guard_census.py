@@ -1,0 +1,183 @@
+"""``fi-compat guard --census`` on real wheels: it catches a leak by running the release.
+
+Each run installs a real flashinfer-python wheel (from the wheel cache the guard
+tests share: tests/conftest.py ``real_wheel``) into a throwaway directory over
+this interpreter's torch and flashinfer dependencies, and soaks each engine
+layout under the CPU-host shim with fi_compat installed.  The history the
+census must see: 0.6.16's cute-dsl sizer gained ``max_seq_len``, so a fi_compat
+that bounds only the tuning config (and the builder) is flat on 0.6.15.post1
+and leaks on 0.6.16; bounding the sizer too makes 0.6.16 flat again.  The
+"fi_compat that bounds only ..." is the probe's internal ``--only-bounds``
+(``guard --census-only-bounds``), which filters fi_compat.bounds.BOUNDS in the
+probe's own process.
+
+About 20-35 s per release on 2 shared cores (docs/guard.md has the figures).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fi_compat import specs
+from fi_compat.cli import main
+from fi_compat.commands.guard.check import Result
+from fi_compat.commands.guard.report import as_table
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+ONLY_TUNING_CONFIG = "tuning-config,builder"
+CUTE_DSL_LAYOUTS = {("vllm", "auto"), ("vllm", "cute-dsl"), ("sglang", "auto"), ("sglang", "cute-dsl")}
+
+
+def census(capsys, cache: Path, *pins: str, only: str | None = None, extra: tuple[str, ...] = ()) -> tuple[int, dict]:
+    argv = ["guard", "--census", "--offline", "--json", "--cache-dir", str(cache), *extra]
+    for pin in pins:
+        argv += ["--pin", f"flashinfer-python=={pin}"]
+    if only is not None:
+        argv += ["--census-only-bounds", only]
+    status = main(argv)
+    return status, json.loads(capsys.readouterr().out)
+
+
+def by_release(data: dict) -> dict[str, dict]:
+    return {result["release"]: result for result in data["results"]}
+
+
+def test_bounding_only_the_tuning_config_passes_06151_and_fails_0616(real_wheel, wheel_cache, capsys):
+    real_wheel("0.6.15.post1"), real_wheel("0.6.16")
+    status, data = census(capsys, wheel_cache, "0.6.15.post1", "0.6.16", only=ONLY_TUNING_CONFIG)
+    assert status == 1, data
+    before, after = by_release(data)["0.6.15.post1"], by_release(data)["0.6.16"]
+
+    assert (before["verdict"], before["census"]["verdict"], before["census"]["leaks"]) == ("verified", "flat", [])
+    assert after["verdict"] == "leaks" and after["census"]["verdict"] == "grows"
+    (leak,) = after["census"]["leaks"]
+    assert leak["function"] == specs.CUTE_DSL_SPLIT_KV.qualname
+    assert [name.split("=")[0] for name in leak["key"]] == list(specs.CUTE_DSL_SPLIT_KV.at("0.6.16").names)
+    assert leak["row"] == "split-kv" and "not installed" in leak["row_state"]
+    # the sizer runs in the cute-dsl runner's batch-cap search (every layout sharing page indices),
+    # never on TensorRT-LLM's trtllm-gen call; unbounded, it gains several entries per length
+    assert {(l["layout"], l["backend"]) for l in leak["layouts"]} == CUTE_DSL_LAYOUTS
+    assert all(l["gained"] >= l["lengths"] for l in leak["layouts"])
+    assert specs.CUTE_DSL_SPLIT_KV.qualname in after["reason"] and "max_seq_len" in after["reason"]
+    table = as_table([Result(**before), Result(**after)], data["notes"])
+    assert f"{specs.CUTE_DSL_SPLIT_KV.qualname}({', '.join(leak['key'])})" in table
+    assert "0.6.16 (--pin flashinfer-python==0.6.16): leaks" in table and table.endswith("exit 1")
+    # each layout decoded its lengths through the real host path: one recorded launch per decode
+    for result in (before, after):
+        assert [sum(l["lengths"]) for l in result["census"]["layouts"]] == [l["launches"] for l in
+                                                                           result["census"]["layouts"]]
+
+
+def test_bounding_the_sizer_too_makes_0616_flat(real_wheel, wheel_cache, capsys):
+    real_wheel("0.6.16")
+    status, data = census(capsys, wheel_cache, "0.6.16", only=f"{ONLY_TUNING_CONFIG},split-kv")
+    (result,) = data["results"]
+    assert (status, result["verdict"], result["census"]["verdict"], result["census"]["leaks"]) == \
+        (0, "verified", "flat", [])
+    assert {row["name"] for row in result["census"]["fi_compat"]["bounds"]} == {"tuning-config", "builder", "split-kv"}
+
+
+def test_an_unbounded_tuning_config_is_named_with_its_key(real_wheel, wheel_cache, capsys):
+    """The census is not about one function: leave the tuning config out on 0.6.18 and it is the leak."""
+    real_wheel("0.6.18")
+    status, data = census(capsys, wheel_cache, "0.6.18", only="builder,split-kv")
+    (result,) = data["results"]
+    assert (status, result["verdict"]) == (1, "leaks")
+    (leak,) = result["census"]["leaks"]
+    assert leak["function"] == specs.TUNING_CONFIG.qualname and leak["row"] == "tuning-config"
+    assert [name.split("=")[0] for name in leak["key"]] == list(specs.TUNING_CONFIG.at("0.6.18").names)
+    assert "profile_seq_len" in leak["key"]
+    assert {(l["layout"], l["backend"]) for l in leak["layouts"]} >= CUTE_DSL_LAYOUTS
+
+
+def _listing(directory: str) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+def test_default_fi_compat_is_flat_offline_from_find_links_and_leaves_the_environment(real_wheel, tmp_path):
+    """A real process, as a CI job runs it: the wheel comes from --find-links with an
+    empty cache and --offline; HOME and the temporary directory start empty."""
+    links = tmp_path / "links"
+    links.mkdir()
+    wheel = real_wheel("0.6.18")
+    os.symlink(wheel, links / wheel.name)
+    home, scratch, empty_cache = tmp_path / "home", tmp_path / "tmp", tmp_path / "cache"
+    for directory in (home, scratch, empty_cache):
+        directory.mkdir()
+    site_packages = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+    listed = {p: _listing(p) for p in site_packages}
+    env = {**os.environ, "HOME": str(home), "TMPDIR": str(scratch),
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env.pop("XDG_CACHE_HOME", None)
+    done = subprocess.run([sys.executable, "-m", "fi_compat", "guard", "--census", "--offline", "--json",
+                           "--cache-dir", str(empty_cache), "--find-links", str(links),
+                           "--pin", "flashinfer-python==0.6.18"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (result,) = json.loads(done.stdout)["results"]
+    assert (result["wheel"], result["verdict"], result["census"]["verdict"]) == (str(links / wheel.name), "verified",
+                                                                               "flat")
+    assert result["census"]["release"] == "0.6.18"
+    rows = result["census"]["fi_compat"]["bounds"]
+    assert all(row["verdict"] in ("bound", "not-in-release", "no-cache") for row in rows)
+    # nothing left behind: no throwaway directory, no flashinfer or pip cache in HOME,
+    # the interpreter's site-packages as they were, the wheel cache still empty
+    assert _listing(str(scratch)) == [] and _listing(str(empty_cache)) == []
+    assert not (home / ".cache").exists() and not (home / ".local").exists()
+    assert {p: _listing(p) for p in site_packages} == listed
+
+
+def test_missing_torch_and_dependencies_is_exit_2_before_anything_is_installed(real_wheel, wheel_cache, tmp_path):
+    """An interpreter with fi_compat and nothing else (a bare CI runner): the census
+    says what it needs and installs nothing."""
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    needed = tmp_path / "needed"  # what fi_compat itself imports, nothing of flashinfer's or torch
+    needed.mkdir()
+    for package in ("packaging", "wrapt"):
+        module = __import__(package)
+        os.symlink(os.path.dirname(module.__file__), needed / package)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    real_wheel("0.6.18")
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "fi_compat", "guard", "--census", "--offline",
+                           "--json", "--cache-dir", str(wheel_cache), "--pin", "flashinfer-python==0.6.18"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "TMPDIR": str(scratch),
+                               "PYTHONPATH": os.pathsep.join([str(REPO), str(needed)])})
+    assert done.returncode == 2, done.stdout + done.stderr
+    (result,) = json.loads(done.stdout)["results"]
+    assert result["verdict"] == "error" and result["census"]["verdict"] == "error"
+    reason = result["reason"]
+    assert "--census needs pip, torch and flashinfer-python 0.6.18's dependencies" in reason
+    for absent in ("pip (not importable)", "torch (not importable)", "nvidia-cutlass-dsl", "apache-tvm-ffi"):
+        assert absent in reason
+    assert _listing(str(scratch)) == []
+
+
+def test_a_probe_that_fails_is_exit_2_with_its_message(real_wheel, wheel_cache, capsys):
+    real_wheel("0.6.15.post1")
+    status, data = census(capsys, wheel_cache, "0.6.15.post1", only="tuning-config,no-such-row")
+    (result,) = data["results"]
+    assert (status, result["verdict"]) == (2, "error")
+    assert "census probe of 0.6.15.post1 failed" in result["reason"]
+    assert "unknown row(s) no-such-row" in result["reason"]
+
+
+def test_census_only_bounds_needs_census(capsys):
+    assert main(["guard", "--census-only-bounds", "builder", "--pin", "flashinfer-python==0.6.18"]) == 2
+    assert "--census-only-bounds applies to --census only" in capsys.readouterr().err
+
+
+def test_find_links_must_be_a_directory(tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    assert main(["guard", "--find-links", str(missing), "--pin", "flashinfer-python==0.6.18"]) == 2
+    assert f"--find-links {missing}: no such directory" in capsys.readouterr().err
