@@ -49,6 +49,8 @@ def matrix_run_line(folder: Path) -> list[str]:
     run = json.loads(path.read_text())
     load = run.get("load_average_1min") or {}
     busy = f", load average {load['start']} at the start and {load['end']} at the end" if load else ""
+    if run.get("cpu_seconds"):
+        busy += f"; {run['cpu_seconds'] / 60:.1f} CPU-minutes in all"
     outcome = f"failed: {', '.join(run['failed'])}" if run.get("failed") else "all passed"
     return [f"- Whole matrix: {run['sessions']} sessions, {run['jobs']} at a time, "
             f"**{run['wall_seconds'] / 60:.1f} minutes wall** on {run['cpu_count']} cores{busy} "

@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import queue
+import resource
 import subprocess
 import sys
 import threading
@@ -127,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         record = {
             "command": " ".join(["python3", "scripts/run_cpu_matrix.py", *argv]),
             "date": datetime.date.today().isoformat(), "jobs": args.jobs, "sessions": len(releases),
-            "wall_seconds": round(elapsed), "cpu_count": os.cpu_count(), "python": platform.python_version(),
+            "wall_seconds": round(elapsed),
+            # user + system time of every session: what the run costs on an idle machine
+            "cpu_seconds": round(sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), f)
+                                     for f in ("ru_utime", "ru_stime"))),
+            "cpu_count": os.cpu_count(), "python": platform.python_version(),
             "session_seconds": {r: round(outcomes[r][1]) for r in releases},
             "failed": failed,
             # other work on the machine stretches the wall time: say how busy it was
