@@ -44,11 +44,15 @@ def session_name(release: str) -> str:
 
 def longest_first(releases: list[str], results_dir: Path) -> list[str]:
     """Longest previous run first (unknown ones first of all), so the last
-    session to start is a short one and the workers finish together."""
-    try:
-        previous = read_results(results_dir)
-    except ValueError:
-        previous = {}
+    session to start is a short one and the workers finish together.  The
+    times come from ``results_dir``, else from the committed results (a fresh
+    CI clone writes elsewhere)."""
+    previous: dict = {}
+    for folder in (RESULTS / "cpu", results_dir):
+        try:
+            previous.update(read_results(folder))
+        except ValueError:  # an unreadable file: order without it
+            pass
 
     def recorded(release: str) -> float:
         seconds = previous.get(release, {}).get("seconds") or {}

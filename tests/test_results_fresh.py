@@ -223,13 +223,16 @@ def test_ci_spells_no_release_number():
     assert "--ci" in text and "check_results_fresh.py" in text
 
 
-def test_longest_previous_run_goes_first(load, tmp_path):
+def test_longest_previous_run_goes_first(load, tmp_path, monkeypatch):
     matrix = load("run_cpu_matrix")
     common = load("_common")
-    for release, seconds in (("0.6.13", {"pytest": 50.0, "growth": 20.0}), ("0.6.15", {"pytest": 300.0}),
-                             ("0.6.18", {"pytest": 90.0})):
-        common.write_result(tmp_path, {"release": release, "seconds": seconds})
-    order = matrix.longest_first(["0.6.13", "0.6.15", "0.6.18", "0.7.4"], tmp_path)
+    committed, here = tmp_path / "committed", tmp_path / "here"
+    monkeypatch.setattr(matrix, "RESULTS", committed)
+    for release, seconds in (("0.6.13", {"pytest": 50.0, "growth": 20.0}), ("0.6.15", {"pytest": 300.0})):
+        common.write_result(here, {"release": release, "seconds": seconds})
+    common.write_result(committed / "cpu", {"release": "0.6.18", "seconds": {"pytest": 90.0}})
+    common.write_result(committed / "cpu", {"release": "0.6.15", "seconds": {"pytest": 10.0}})  # here wins
+    order = matrix.longest_first(["0.6.13", "0.6.15", "0.6.18", "0.7.4"], here)
     assert order == ["0.7.4", "0.6.15", "0.6.18", "0.6.13"]  # never run: unknown, first
 
 
