@@ -5,7 +5,8 @@
 * ``soak``: the main job (README's first command).
 * ``matrix(flashinfer='X')``: ``tests/matrix`` on CPU under the shim, one
   session per release in ``fi_compat.release_list.MATRIX_RELEASES``; each writes
-  ``docs/compat-results/cpu/X.json`` (see ``scripts/run_release_suite.py``).
+  ``docs/compat-results/cpu/X.json`` (or into ``$FI_COMPAT_MATRIX_RESULTS``;
+  see ``scripts/run_release_suite.py``).
 * ``gpu_matrix(flashinfer='X')``: the same suite plus the ``gpu`` tests on a
   CUDA machine, no shim, the machine's own torch; writes
   ``docs/compat-results/gpu/X.json``.  Offline machines: ``-- --wheelhouse
@@ -14,22 +15,29 @@
 * ``compat_doc``: regenerate ``docs/compatibility.md`` from the results.
 
 Every session builds its own virtual environment; nothing here touches the
-interpreter that runs nox.  The matrix sessions share one base environment
-(``.nox/_matrix_base``: torch, flashinfer's dependencies, fi_compat and the
-test tools), built once and reused while its inputs are unchanged; each
-session's own venv sees it through a ``.pth`` file and installs only
-``flashinfer-python==X --no-deps``, then ``pip check`` confirms that the
-shared dependencies satisfy release X.
+interpreter that runs nox.  ``tests`` and the matrix sessions share one base
+environment (``.nox/_matrix_base``: torch, flashinfer's dependencies, fi_compat
+(editable) and the test tools), built once and reused while its inputs are
+unchanged; each session's own venv sees it through a ``.pth`` file and
+installs only ``flashinfer-python==X --no-deps``, then ``pip check`` confirms
+that the shared dependencies satisfy release X.  ``soak`` installs as a user
+would (torch, then flashinfer with its dependencies, then fi_compat).
 """
 
 from __future__ import annotations
 
+import contextlib
+import email.parser
 import hashlib
 import importlib.util
 import os
 import shutil
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
+from types import ModuleType
+from typing import Iterator
 
 import nox
 
@@ -41,49 +49,140 @@ ROOT = Path(__file__).resolve().parent
 PYTHON = None  # the interpreter running nox
 TORCH = "torch==2.13.0"  # pip finds the CPU build on these machines without a download
 WHEELHOUSE_ENV = "FI_COMPAT_WHEELHOUSE"
-RESULTS = ROOT / "docs" / "compat-results"
+RESULTS_ENV = "FI_COMPAT_MATRIX_RESULTS"
 
 
-def _load_releases():
-    # fi_compat is not installed in the interpreter that runs nox: load the
-    # one-file release list by path (it imports nothing).
-    spec = importlib.util.spec_from_file_location("_fi_compat_releases", ROOT / "fi_compat" / "release_list.py")
+def _load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` by path, registered under its plain name so that
+    its own ``import _common`` finds the one already loaded."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-_releases = _load_releases()
+_common = _load_script("_common")
+_releases = _common.release_list()
 MATRIX_RELEASES: tuple[str, ...] = tuple(_releases.MATRIX_RELEASES)
 NEWEST = MATRIX_RELEASES[-1]
 DEFAULT_FLASHINFER: str = _releases.DEFAULT_RELEASE
+RESULTS = _common.RESULTS
 
 
 def install_host_stack(session: nox.Session, flashinfer: str = DEFAULT_FLASHINFER) -> None:
     """torch and flashinfer as a user's host would have them, then fi_compat
-    with --no-deps for them (fi_compat must not change either)."""
+    (it must change neither)."""
     session.install(TORCH)
     session.install(f"flashinfer-python=={flashinfer}")
     session.install("-e", ".[test]")
 
 
-@nox.session(python=PYTHON)
-def tests(session: nox.Session) -> None:
-    """Unit and integration tests on CPU (the shim runs real flashinfer)."""
-    install_host_stack(session)
-    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *session.posargs)
-
-
-@nox.session(python=PYTHON)
-def soak(session: nox.Session) -> None:
-    """The main job: host memory with and without fi_compat on the default release."""
-    install_host_stack(session)
-    session.install("matplotlib")
-    session.run("fi-compat", "soak", *(session.posargs or ["--plot", "soak.png"]))
-
-
 # --------------------------------------------------------------------------
-# The release matrix
+# The shared base environment
+
+
+def _venv_python(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+
+
+def _purelib(session: nox.Session, python: str) -> str:
+    return session.run(
+        python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        silent=True, external=True,
+    ).strip()
+
+
+def _find_args(wheelhouse: str | None) -> list[str]:
+    return ["--find-links", wheelhouse] if wheelhouse else []
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (sessions run in parallel by
+    scripts/run_cpu_matrix.py: one builds the base, the others wait)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: run the sessions one at a time
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _requirements_of(session: nox.Session, python: str, release: str, wheelhouse: str | None) -> list[str]:
+    """Requires-Dist of flashinfer-python ``release`` that apply here (no
+    extras), read from its wheel: installing them directly spares installing
+    flashinfer's 7,600 files only to uninstall them."""
+    from packaging.requirements import Requirement  # nox depends on packaging
+
+    with tempfile.TemporaryDirectory() as tmp:
+        session.run(python, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    *_find_args(wheelhouse), "-d", tmp, f"flashinfer-python=={release}", external=True)
+        wheel = next(Path(tmp).glob("flashinfer_python-*.whl"))
+        with zipfile.ZipFile(wheel) as archive:
+            name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+            metadata = email.parser.Parser().parsestr(archive.read(name).decode())
+    requirements = []
+    for line in metadata.get_all("Requires-Dist") or []:
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        requirement.marker = None
+        requirements.append(str(requirement))
+    return requirements
+
+
+def _matrix_base(session: nox.Session, wheelhouse: str | None) -> str:
+    """Build (once) or reuse the shared base environment; return its site-packages.
+
+    Contents: torch, the dependencies of the newest matrix release (every
+    release's Requires-Dist are lower bounds that the newest one's resolve
+    satisfies; ``pip check`` in each session proves it for that release),
+    fi_compat (editable) and the test tools, in one pip resolve.  Rebuilt
+    when the stamp (torch pin, newest release, pyproject.toml, interpreter)
+    changes.  Cost: a few minutes the first time (torch's wheel is the bulk),
+    a stamp comparison after that.
+    """
+    envdir = Path(session.virtualenv.location).parent  # .nox, or nox's --envdir
+    base = envdir / "_matrix_base"
+    stamp_text = "\n".join([TORCH, NEWEST, (ROOT / "pyproject.toml").read_text(), sys.version])
+    stamp = hashlib.sha256(stamp_text.encode()).hexdigest()
+    stamp_file = base / "fi_compat_stamp"
+    python = str(_venv_python(base))
+    with _locked(envdir / "_matrix_base.lock"):
+        if stamp_file.exists() and stamp_file.read_text() == stamp and Path(python).exists():
+            session.log(f"reusing the shared matrix base {base}")
+            return _purelib(session, python)
+        session.log(f"building the shared matrix base {base}")
+        shutil.rmtree(base, ignore_errors=True)
+        session.run(sys.executable, "-m", "venv", str(base), external=True)
+        requirements = _requirements_of(session, python, NEWEST, wheelhouse)
+        session.run(python, "-m", "pip", "install", "-q", *_find_args(wheelhouse), TORCH, *requirements,
+                    "-e", f"{ROOT}[test]", external=True)
+        stamp_file.write_text(stamp)
+        return _purelib(session, python)
+
+
+def _on_base(session: nox.Session, flashinfer: str, wheelhouse: str | None) -> None:
+    """This session's venv (made with --without-pip) = the shared base +
+    flashinfer-python==``flashinfer`` of its own, checked by ``pip check``."""
+    base_site = _matrix_base(session, wheelhouse)
+    # `python -m pip` is the base's pip, installing into this venv (sys.prefix);
+    # the base's packages come in through this .pth, after the venv's own.
+    site = Path(_purelib(session, "python"))
+    (site / "_fi_compat_matrix_base.pth").write_text(f"import site; site.addsitedir({base_site!r})\n")
+    # --no-compile: byte-compiling flashinfer's 7,600 files doubles the
+    # install; the few hundred modules a run imports compile on first use.
+    session.install("-q", "--no-deps", "--no-compile", *_find_args(wheelhouse), f"flashinfer-python=={flashinfer}")
+    session.run("python", "-m", "pip", "check")
 
 
 def _wheelhouse(session: nox.Session) -> tuple[str | None, list[str]]:
@@ -104,53 +203,23 @@ def _wheelhouse(session: nox.Session) -> tuple[str | None, list[str]]:
     return wheelhouse, args
 
 
-def _find_args(wheelhouse: str | None) -> list[str]:
-    return ["--find-links", wheelhouse] if wheelhouse else []
+# --------------------------------------------------------------------------
+# Sessions
 
 
-def _venv_python(venv: Path) -> Path:
-    return venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+@nox.session(python=PYTHON, venv_params=["--without-pip"])
+def tests(session: nox.Session) -> None:
+    """Unit and integration tests on CPU (the shim runs real flashinfer)."""
+    _on_base(session, DEFAULT_FLASHINFER, os.environ.get(WHEELHOUSE_ENV) or None)
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *session.posargs)
 
 
-def _purelib(session: nox.Session, python: str) -> str:
-    return session.run(
-        python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        silent=True, external=True,
-    ).strip()
-
-
-def _matrix_base(session: nox.Session, wheelhouse: str | None) -> str:
-    """Build (once) or reuse the shared base environment; return its site-packages.
-
-    Contents: torch, the dependencies of the newest matrix release (every
-    release's Requires-Dist are lower bounds that the newest one's resolve
-    satisfies; ``pip check`` in each session proves it for that release),
-    fi_compat (editable) and the test tools.  Rebuilt when the stamp (torch
-    pin, newest release, pyproject.toml, interpreter) changes.
-    """
-    base = Path(session.virtualenv.location).parent / "_matrix_base"
-    stamp_text = "\n".join([
-        TORCH, NEWEST, (ROOT / "pyproject.toml").read_text(), session.run(
-            "python", "-c", "import sys; print(sys.version)", silent=True).strip(),
-    ])
-    stamp = hashlib.sha256(stamp_text.encode()).hexdigest()
-    stamp_file = base / "fi_compat_stamp"
-    python = str(_venv_python(base))
-    if stamp_file.exists() and stamp_file.read_text() == stamp and Path(python).exists():
-        session.log(f"reusing the shared matrix base {base}")
-        return _purelib(session, python)
-    session.log(f"building the shared matrix base {base}")
-    shutil.rmtree(base, ignore_errors=True)
-    session.run("python", "-m", "venv", str(base))
-    pip = [python, "-m", "pip", "install", "-q", *_find_args(wheelhouse)]
-    session.run(*pip, TORCH, external=True)
-    # flashinfer's dependencies, taken from the newest release, then the
-    # release itself is removed: each session installs its own.
-    session.run(*pip, f"flashinfer-python=={NEWEST}", external=True)
-    session.run(python, "-m", "pip", "uninstall", "-q", "-y", "flashinfer-python", external=True)
-    session.run(*pip, "-e", f"{ROOT}[test]", external=True)
-    stamp_file.write_text(stamp)
-    return _purelib(session, python)
+@nox.session(python=PYTHON)
+def soak(session: nox.Session) -> None:
+    """The main job: host memory with and without fi_compat on the default release."""
+    install_host_stack(session)
+    session.install("matplotlib")
+    session.run("fi-compat", "soak", *(session.posargs or ["--plot", "soak.png"]))
 
 
 def _result_command(name: str, release: str, rest: list[str]) -> str:
@@ -163,20 +232,15 @@ def _result_command(name: str, release: str, rest: list[str]) -> str:
 def matrix(session: nox.Session, flashinfer: str) -> None:
     """tests/matrix on CPU (shim) for one flashinfer release -> docs/compat-results/cpu/.
 
-    Writes docs/compat-results/cpu/<release>.json.  Posargs go to pytest;
-    ``--wheelhouse DIR`` (or FI_COMPAT_WHEELHOUSE) adds a local wheel source."""
+    Writes <release>.json into $FI_COMPAT_MATRIX_RESULTS, default
+    docs/compat-results/cpu.  Posargs go to pytest; ``--wheelhouse DIR`` (or
+    FI_COMPAT_WHEELHOUSE) adds a local wheel source."""
     wheelhouse, rest = _wheelhouse(session)
-    base_site = _matrix_base(session, wheelhouse)
-    # The session venv has no pip of its own: `python -m pip` is the base's,
-    # installing into this venv (sys.prefix); the base's packages come in
-    # through this .pth, after the venv's own site-packages.
-    site = Path(_purelib(session, "python"))
-    (site / "_fi_compat_matrix_base.pth").write_text(f"import site; site.addsitedir({base_site!r})\n")
-    session.install("-q", "--no-deps", *_find_args(wheelhouse), f"flashinfer-python=={flashinfer}")
-    session.run("python", "-m", "pip", "check")
+    _on_base(session, flashinfer, wheelhouse)
+    results = os.environ.get(RESULTS_ENV) or str(RESULTS / "cpu")
     session.run(
-        "python", str(ROOT / "scripts" / "matrix_run.py"), "--platform", "cpu",
-        "--results", str(RESULTS / "cpu"), "--command", _result_command("matrix", flashinfer, rest),
+        "python", str(ROOT / "scripts" / "run_release_suite.py"), "--platform", "cpu",
+        "--results", results, "--command", _result_command("matrix", flashinfer, rest),
         *(["--"] + rest if rest else []),
     )
 
@@ -192,22 +256,18 @@ def gpu_matrix(session: nox.Session, flashinfer: str) -> None:
     build backend come from it too; a release with no wheel there is skipped.
     Writes docs/compat-results/gpu/<release>.json."""
     wheelhouse, rest = _wheelhouse(session)
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from run_gpu_matrix import inherit_site_packages, install_commands
-    finally:
-        sys.path.pop(0)
+    gpu = _load_script("run_gpu_matrix")
     # nox's own interpreter may be a venv (it is on the H200 image): see
     # inherit_site_packages.
-    inherit_site_packages(str(_venv_python(Path(session.virtualenv.location))))
+    gpu.inherit_site_packages(str(_venv_python(Path(session.virtualenv.location))))
     try:
-        commands = install_commands(flashinfer, wheelhouse, "python", str(ROOT))
+        commands = gpu.install_commands(flashinfer, wheelhouse, "python", str(ROOT))
     except FileNotFoundError as exc:
         session.skip(str(exc))
     for command in commands:
         session.run(*command)
     session.run(
-        "python", str(ROOT / "scripts" / "matrix_run.py"), "--platform", "gpu",
+        "python", str(ROOT / "scripts" / "run_release_suite.py"), "--platform", "gpu",
         "--results", str(RESULTS / "gpu"), "--command", _result_command("gpu_matrix", flashinfer, rest),
         *(["--"] + rest if rest else []),
     )
@@ -216,4 +276,4 @@ def gpu_matrix(session: nox.Session, flashinfer: str) -> None:
 @nox.session(python=PYTHON, venv_backend="none")
 def compat_doc(session: nox.Session) -> None:
     """Regenerate docs/compatibility.md from docs/compat-results/."""
-    session.run(sys.executable, str(ROOT / "scripts" / "gen_compatibility.py"), *session.posargs)
+    session.run(sys.executable, str(ROOT / "scripts" / "generate_compatibility.py"), *session.posargs, external=True)

@@ -9,6 +9,13 @@ published release that is not in the matrix.
 the package index listed them on 2026-12-02 (``pip index versions
 flashinfer-python``).  Append new releases here when they appear; the guard
 and the release-list test read it.
+
+``CI_RELEASES`` is the representative subset that ``.ci/run`` runs
+(``scripts/run_cpu_matrix.py --ci``); the whole matrix runs as
+``nox -s matrix`` and its committed results must match the code
+(``scripts/check_results_fresh.py``).
+
+This module imports nothing: the noxfile and the scripts load it by path.
 """
 
 from __future__ import annotations
@@ -24,3 +31,32 @@ PUBLISHED_RELEASES: tuple[str, ...] = (
 MATRIX_RELEASES: tuple[str, ...] = PUBLISHED_RELEASES
 
 DEFAULT_RELEASE = "0.6.18"
+
+#: One release per behaviour the adapters and the call API must handle, each
+#: the first (or last) of its kind, so a change that breaks one kind fails CI:
+CI_RELEASES: tuple[str, ...] = (
+    # oldest: fresh TuningConfig per call (colliding nearest-profile memo),
+    # 9-parameter builder, the decode without kv_scale_format, cum_seq_lens_q,
+    # max_q_len or multi_ctas_kv_counter_buffer (most keyword gating).
+    "0.6.13",
+    # last fresh-config release; the one TensorRT-LLM's own workaround fits
+    # exactly (coexistence with an active workaround); adds
+    # multi_ctas_kv_counter_buffer.
+    "0.6.15",
+    # first functools.cache'd _mla_decode_tuning_config (3 parameters): the
+    # cached-config adapter starts here; 0.6.15's version number with a
+    # different layout (post-releases are releases: never compare by string).
+    "0.6.15.post1",
+    # 15-parameter builder and 8-parameter config memo (sparse MLA, DCP); the
+    # last release whose DynamicTensorSpec carries tensor_initializers.
+    "0.6.17",
+    # the default release (README's commands); initializers moved to
+    # TuningConfig, nearest-profile memo gone; adds use_fp16_softmax.
+    "0.6.18",
+    # newest: return_lse_base (from 0.7.1) and, on 0.7.4 only, an explicit
+    # backend="trtllm-gen" that skips the builder outside autotuning.
+    "0.7.4",
+)
+# Not represented: 0.6.16-0.6.16.post4 (11-parameter builder: cute_dsl_impl,
+# sinks), 0.6.14 and the 0.7.0-0.7.2 series; the committed full-matrix results
+# cover them and fail CI when older than the code.

@@ -14,22 +14,18 @@ Reads ``docs/compat-results/cpu/*.json`` (``nox -s matrix``) and
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "docs" / "compat-results"
+from _common import MATRIX_RUN_FILE, RESULTS, ROOT, read_results, release_list
+
 OUTPUT = ROOT / "docs" / "compatibility.md"
 
 
 def load_releases() -> tuple[str, ...]:
-    spec = importlib.util.spec_from_file_location("_releases", ROOT / "fi_compat" / "release_list.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return tuple(module.MATRIX_RELEASES)
+    return tuple(release_list().MATRIX_RELEASES)
 
 
 def version_key(release: str) -> Any:
@@ -42,11 +38,23 @@ def version_key(release: str) -> Any:
 
 
 def load(results: Path, platform: str) -> dict[str, dict[str, Any]]:
-    out = {}
-    for path in sorted((results / platform).glob("*.json")):
-        data = json.loads(path.read_text())
-        out[data["release"]] = data
-    return out
+    return read_results(results / platform)
+
+
+def matrix_run_line(folder: Path) -> list[str]:
+    """The last run of every release at once (scripts/run_cpu_matrix.py), if recorded."""
+    path = folder / MATRIX_RUN_FILE
+    if not path.exists():
+        return []
+    run = json.loads(path.read_text())
+    load = run.get("load_average_1min") or {}
+    busy = f", load average {load['start']} at the start and {load['end']} at the end" if load else ""
+    if run.get("cpu_seconds"):
+        busy += f"; {run['cpu_seconds'] / 60:.1f} CPU-minutes in all"
+    outcome = f"failed: {', '.join(run['failed'])}" if run.get("failed") else "all passed"
+    return [f"- Whole matrix: {run['sessions']} sessions, {run['jobs']} at a time, "
+            f"**{run['wall_seconds'] / 60:.1f} minutes wall** on {run['cpu_count']} cores{busy} "
+            f"({run['date']}, {outcome}); command: `{run['command']}`"]
 
 
 def verdict(result: Optional[dict[str, Any]], with_device: bool = False) -> str:
@@ -78,14 +86,16 @@ def adapter_of(*results: Optional[dict[str, Any]]) -> str:
     return "—"
 
 
-def runs_section(title: str, results: dict[str, dict[str, Any]], notes: Optional[Path] = None) -> list[str]:
+def runs_section(title: str, results: dict[str, dict[str, Any]], folder: Path) -> list[str]:
     lines = [f"### {title}", ""]
-    if notes is not None and notes.exists():
+    notes = folder / "NOTES.md"
+    if notes.exists():
         # How the run was set up (e.g. an offline machine's wheelhouse): kept
         # beside the results it explains.
         lines += [notes.read_text().strip(), ""]
     if not results:
         return lines + ["No results recorded.", ""]
+    lines += matrix_run_line(folder)
     groups: dict[tuple, list[str]] = {}
     for release, r in sorted(results.items(), key=lambda kv: version_key(kv[0])):
         key = (r["device"], r["python"], r["torch"], r["date"], r["command"] if title.startswith("GPU") else "")
@@ -157,8 +167,8 @@ def render(results_dir: Path) -> str:
             f"| {bytes_cell(g and g.get('growth'), 'builder')} | {bytes_cell(g and g.get('growth'), 'decode')} |"
         )
     out += ["", "## Runs", ""]
-    out += runs_section("CPU matrix", cpu, results_dir / "cpu" / "NOTES.md")
-    out += runs_section("GPU matrix", gpu, results_dir / "gpu" / "NOTES.md")
+    out += runs_section("CPU matrix", cpu, results_dir / "cpu")
+    out += runs_section("GPU matrix", gpu, results_dir / "gpu")
     out += [
         "## Regenerate",
         "",

@@ -32,7 +32,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _common import RESULTS, ROOT, release_list
+
 WHEELHOUSE_ENV = "FI_COMPAT_WHEELHOUSE"
 
 
@@ -82,13 +83,8 @@ def inherit_site_packages(python: str) -> None:
 
 
 def releases_in(wheelhouse: str) -> list[str]:
-    sys.path.insert(0, str(ROOT))
-    try:
-        from fi_compat.release_list import MATRIX_RELEASES
-    finally:
-        sys.path.pop(0)
     found = []
-    for release in MATRIX_RELEASES:
+    for release in release_list().MATRIX_RELEASES:
         try:
             flashinfer_wheel(release, wheelhouse)
         except FileNotFoundError:
@@ -108,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheelhouse", default=os.environ.get(WHEELHOUSE_ENV))
     parser.add_argument("--releases", nargs="*", help="default: every matrix release with a wheel in the wheelhouse")
     parser.add_argument("--venvs", default="/tmp/fi_compat_gpu_venvs")
-    parser.add_argument("--results", default=str(ROOT / "docs" / "compat-results" / "gpu"))
+    parser.add_argument("--results", default=str(RESULTS / "gpu"))
     parser.add_argument("--skip-growth", action="store_true")
     parser.add_argument("--jobs", type=int, default=1, help="releases run at the same time (default 1)")
     args = parser.parse_args(argv)
@@ -146,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             except (FileNotFoundError, subprocess.CalledProcessError) as exc:
                 say(f"=== flashinfer {release}: install failed: {exc}")
                 return release, "install failed", time.time() - start
-            run = [python, str(ROOT / "scripts" / "matrix_run.py"), "--platform", "gpu", "--results", args.results,
-                   "--command", command, *(["--skip-growth"] if args.skip_growth else []),
+            run = [python, str(ROOT / "scripts" / "run_release_suite.py"), "--platform", "gpu",
+                   "--results", args.results, "--command", command, *(["--skip-growth"] if args.skip_growth else []),
                    *(["--", *pytest_args] if pytest_args else [])]
             say("+ " + shlex.join(run))
             status = subprocess.call(run, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)

@@ -7,17 +7,21 @@ up).  This runs ``pytest tests/matrix`` (CPU: under the shim, ``gpu`` tests
 skipped; GPU: no shim, ``gpu`` tests included), then
 ``scripts/measure_growth.py``, and writes ``RESULTS/<release>.json``::
 
-    {"schema": 1, "platform": "cpu"|"gpu", "release": "0.6.18",
+    {"schema": 2, "platform": "cpu"|"gpu", "release": "0.6.18",
      "adapter": "cached-config-0.6.18", "device": "...", "python": "3.11.7",
      "torch": "2.13.0+cpu", "command": "...", "date": "2026-12-02",
+     "fingerprint": {"code": "<sha256>", "suite": "<sha256>"},
+     "seconds": {"pytest": 81.2, "growth": 30.5},
      "pytest": {"exit_status": 0, "tests": 40, "passed": 38, "failed": 0,
                 "errors": 0, "skipped": 2, "skip_reasons": {"needs SM100/SM103": 2}},
      "growth": {... scripts/measure_growth.py output ...},
      "verified": true}
 
-``verified`` is true only when pytest exited 0 having passed at least one test
-and the growth measurement ran without error.  The exit status is 0 exactly
-when ``verified`` is true.
+``fingerprint`` (``scripts/_common.py``) hashes the fi_compat package that ran
+and the suite; ``scripts/check_results_fresh.py`` compares it with the
+checkout.  ``verified`` is true only when pytest exited 0 having passed at
+least one test and the growth measurement ran without error.  The exit status
+is 0 exactly when ``verified`` is true.
 
     python scripts/run_release_suite.py --platform cpu --results docs/compat-results/cpu
 """
@@ -33,13 +37,15 @@ import platform
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = 1
+from _common import ROOT, fingerprint, write_result
+
+SCHEMA = 2  # 2: fingerprint and seconds
 
 
 def parse_junit(path: Path) -> dict[str, Any]:
@@ -120,11 +126,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from packaging.version import Version
 
+    import fi_compat
     from fi_compat.adapters import adapters_for_release
 
     release = version_of("flashinfer-python")
     if release is None:
-        print("matrix_run: flashinfer-python is not installed here", file=sys.stderr)
+        print("run_release_suite: flashinfer-python is not installed here", file=sys.stderr)
         return 2
     adapters = [a.name for a in adapters_for_release(Version(release))]
     if args.platform == "gpu":
@@ -136,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             cuda = False
         if not cuda:
-            print("matrix_run: --platform gpu needs torch with a CUDA device; nothing recorded", file=sys.stderr)
+            print("run_release_suite: --platform gpu needs torch with a CUDA device; nothing recorded", file=sys.stderr)
             return 2
 
     env = dict(os.environ, FI_COMPAT_MATRIX_PLATFORM=args.platform, PYTHONUNBUFFERED="1")
@@ -145,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, "-m", "pytest", "tests/matrix", "-p", "no:cacheprovider", "-q", "-rs",
                f"--junitxml={junit}", *args.pytest_args]
         print("+", " ".join(cmd), flush=True)
+        started = time.perf_counter()
         status = subprocess.call(cmd, cwd=ROOT, env=env)
+        seconds = {"pytest": round(time.perf_counter() - started, 1)}
         tests = parse_junit(junit)
     tests["exit_status"] = status
 
@@ -156,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, str(ROOT / "scripts" / "measure_growth.py"),
                    "--device", "cuda" if args.platform == "gpu" else "cpu", "--json", str(out)]
             print("+", " ".join(cmd), flush=True)
+            started = time.perf_counter()
             growth_status = subprocess.call(cmd, cwd=ROOT, env=env)
+            seconds["growth"] = round(time.perf_counter() - started, 1)
             if out.exists():
                 growth = json.loads(out.read_text())
             else:
@@ -178,17 +189,17 @@ def main(argv: list[str] | None = None) -> int:
         "fi_compat": version_of("fi-compat"),
         "command": args.command,
         "date": datetime.date.today().isoformat(),
+        # the package that ran (an installed copy or the checkout, editable)
+        "fingerprint": fingerprint(Path(fi_compat.__file__).parent),
+        "seconds": seconds,
         "pytest": tests,
         "growth": growth,
     }
     result["verified"] = bool(
         status == 0 and tests["passed"] > 0 and (growth is None or not growth.get("errors"))
     )
-    results = Path(args.results)
-    results.mkdir(parents=True, exist_ok=True)
-    target = results / f"{release}.json"
-    target.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(f"matrix_run: flashinfer {release}: {tests['passed']} passed, {tests['failed']} failed, "
+    target = write_result(Path(args.results), result)
+    print(f"run_release_suite: flashinfer {release}: {tests['passed']} passed, {tests['failed']} failed, "
           f"{tests['errors']} errors, {tests['skipped']} skipped; verified={result['verified']} -> {target}")
     return 0 if result["verified"] else 1
 

@@ -90,7 +90,9 @@ def launch_signature(launch: Any) -> tuple:
 def site_without_flashinfer(tmp_path: "Path") -> "Path":
     """A site directory with every package of this environment except
     flashinfer (symlinks), for running fi_compat as if flashinfer were absent
-    (``python -S`` with it on ``PYTHONPATH``)."""
+    (``python -S`` with it on ``PYTHONPATH``).  Every site-packages directory
+    on ``sys.path`` counts, this environment's first: the nox sessions layer
+    their own venv over a shared base (noxfile.py)."""
     import sysconfig
     from pathlib import Path
 
@@ -99,11 +101,16 @@ def site_without_flashinfer(tmp_path: "Path") -> "Path":
     if site.exists():
         return site
     site.mkdir()
-    for entry in purelib.iterdir():
-        lowered = entry.name.lower()
-        if lowered.startswith("flashinfer") or lowered.startswith("__editable__") or lowered.endswith(".pth"):
+    others = [Path(p) for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p) != purelib]
+    for directory in [purelib, *others]:
+        if not directory.is_dir():
             continue
-        (site / entry.name).symlink_to(entry)
+        for entry in directory.iterdir():
+            lowered = entry.name.lower()
+            if lowered.startswith("flashinfer") or lowered.startswith("__editable__") or lowered.endswith(".pth") \
+                    or (site / entry.name).exists():
+                continue
+            (site / entry.name).symlink_to(entry)
     return site
 
 

@@ -7,14 +7,24 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def load(monkeypatch):
+    """``load(name)``: scripts/<name>.py by path.  scripts/ is on sys.path for
+    the test (each script imports its sibling ``_common``, as it does when run)."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+
+    def load_script(name: str):
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load_script
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
@@ -27,7 +37,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 </testsuite></testsuites>"""
 
 
-def test_parse_junit_counts_and_reasons(tmp_path):
+def test_parse_junit_counts_and_reasons(load, tmp_path):
     path = tmp_path / "junit.xml"
     path.write_text(JUNIT)
     result = load("run_release_suite").parse_junit(path)
@@ -38,7 +48,7 @@ def test_parse_junit_counts_and_reasons(tmp_path):
                                  "test_gpu": {"passed": 0, "failed": 0, "skipped": 2}}
 
 
-def test_parse_junit_missing_file_is_nothing_passed(tmp_path):
+def test_parse_junit_missing_file_is_nothing_passed(load, tmp_path):
     assert load("run_release_suite").parse_junit(tmp_path / "absent.xml")["passed"] == 0
 
 
@@ -54,7 +64,7 @@ def result(release, platform, verified, passed=10, failed=0, device="CPU x"):
     }
 
 
-def test_generator_rows_from_results(tmp_path):
+def test_generator_rows_from_results(load, tmp_path):
     for platform, release, verified, failed in (("cpu", "0.6.18", True, 0), ("cpu", "0.7.4", False, 2),
                                                 ("gpu", "0.6.18", True, 0)):
         folder = tmp_path / platform
