@@ -117,13 +117,25 @@ def left_out(common, module: str) -> bool:
                for entry in common.NOT_IN_CODE_FINGERPRINT)
 
 
+#: Imports of left-out modules that cannot change a result, each with why:
+#: ``fi_compat.doctor_report`` is a public name leading *into* a command,
+#: resolved lazily on access and called by no library code; bounds reads
+#: release_list only for membership ("verified" means the matrix lists the
+#: release), which check_results_fresh checks per release instead.
+IMPORTS_THAT_CANNOT_CHANGE_A_RESULT = {
+    ("__init__.py", "commands/doctor"), ("__init__.py", "commands/doctor/doctor_report"),
+    ("bounds.py", "release_list"),
+}
+
+
 def test_no_fingerprinted_module_imports_one_left_out(common):
     """What the fingerprint leaves out must stay out of what a result ran:
     a covered module importing a left-out one fails here (then cover it)."""
     offending = []
     for path in common.code_files():
         for module in imported_fi_compat_modules(path, common.PACKAGE):
-            if left_out(common, module):
+            relative = path.relative_to(common.PACKAGE).as_posix()
+            if left_out(common, module) and (relative, module) not in IMPORTS_THAT_CANNOT_CHANGE_A_RESULT:
                 offending.append(f"{path.relative_to(common.PACKAGE)} imports fi_compat/{module}")
     assert offending == []
 
