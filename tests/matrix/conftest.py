@@ -126,3 +126,107 @@ if matrix_platform() == "gpu":
 
         with stub_trtllm_gen_loader() as recorder:
             yield CudaHost(recorder)
+
+
+# --------------------------------------------------------------------------- shared fixtures
+
+
+@pytest.fixture(scope="session")
+def release() -> Any:
+    """The installed flashinfer release (``packaging.version.Version``)."""
+    from fi_compat.release_detection import detect_release
+
+    version = detect_release().version
+    if version is None:
+        pytest.skip("the release suite needs flashinfer-python installed")
+    return version
+
+
+@pytest.fixture
+def core(fi_cpu_host: Any) -> Any:
+    """``flashinfer.mla._core`` of the installed release (imported under the host shim)."""
+    import importlib
+
+    from fi_compat.specs import CORE_MODULE
+
+    return importlib.import_module(CORE_MODULE)
+
+
+@pytest.fixture(scope="session")
+def decode_function(fi_cpu_host: Any) -> Any:
+    """The public decode function as an engine imports it (``flashinfer.mla.X``)."""
+    import flashinfer.mla
+
+    from fi_compat.specs import DECODE
+
+    return getattr(flashinfer.mla, DECODE.name)
+
+
+def flashinfer_caches() -> list[Any]:
+    """Every ``functools`` cache object of flashinfer's loaded modules (module
+    attributes and class members), flashinfer's own even where a fi_compat
+    proxy stands in front of it."""
+    import sys
+
+    from fi_compat.proxies import is_fi_compat_proxy
+
+    found: dict[int, Any] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "flashinfer" or name.startswith("flashinfer.")):
+            continue
+        for value in list(getattr(module, "__dict__", {}).values()):
+            candidates = [value]
+            if isinstance(value, type) and value.__module__ == name:
+                candidates += [getattr(item, "__func__", item) for item in vars(value).values()]
+            for item in candidates:
+                if is_fi_compat_proxy(item):
+                    item = item.__wrapped__
+                if callable(getattr(item, "cache_clear", None)) and callable(getattr(item, "cache_info", None)):
+                    found[id(item)] = item
+    return list(found.values())
+
+
+class FlashinferCaches:
+    """Empties flashinfer's caches, so every test starts as a fresh process would."""
+
+    @staticmethod
+    def clear() -> int:
+        caches = flashinfer_caches()
+        for cache in caches:
+            cache.cache_clear()
+        return len(caches)
+
+
+@pytest.fixture
+def fresh_flashinfer_caches(fi_cpu_host: Any) -> Iterator[FlashinferCaches]:
+    """flashinfer's functools caches emptied before and after the test."""
+    FlashinferCaches.clear()
+    yield FlashinferCaches()
+    FlashinferCaches.clear()
+
+
+@pytest.fixture
+def quiet_launches(fi_cpu_host: Any) -> Iterator[Any]:
+    """The launch recorder keeping only the last two launches (each holds its
+    tensors: thousands of kept launches would be growth the census tests measure)."""
+    from collections import deque
+
+    recorder = fi_cpu_host.recorder
+    saved = recorder.launches
+    recorder.launches = deque(maxlen=2)
+    yield recorder
+    recorder.launches = saved
+
+
+@pytest.fixture(scope="session")
+def matrix_report() -> Iterator[list[dict[str, Any]]]:
+    """Rows the census tests measured; written as JSON to ``$FI_COMPAT_MATRIX_REPORT``
+    (if set) at the end of the session, for docs/compatibility.md."""
+    rows: list[dict[str, Any]] = []
+    yield rows
+    path = os.environ.get("FI_COMPAT_MATRIX_REPORT")
+    if path and rows:
+        import json
+
+        with open(path, "w") as handle:
+            json.dump(rows, handle, indent=1)
