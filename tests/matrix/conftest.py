@@ -197,6 +197,12 @@ class FlashinferCaches:
         return len(caches)
 
 
+@pytest.fixture(scope="session")
+def flashinfer_cache_reset(fi_cpu_host: Any) -> FlashinferCaches:
+    """Empties flashinfer's caches on demand (for module-scoped fixtures)."""
+    return FlashinferCaches()
+
+
 @pytest.fixture
 def fresh_flashinfer_caches(fi_cpu_host: Any) -> Iterator[FlashinferCaches]:
     """flashinfer's functools caches emptied before and after the test."""
