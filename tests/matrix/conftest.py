@@ -162,39 +162,14 @@ def decode_function(fi_cpu_host: Any) -> Any:
     return getattr(flashinfer.mla, DECODE.name)
 
 
-def flashinfer_caches() -> list[Any]:
-    """Every ``functools`` cache object of flashinfer's loaded modules (module
-    attributes and class members), flashinfer's own even where a fi_compat
-    proxy stands in front of it."""
-    import sys
-
-    from fi_compat.proxies import is_fi_compat_proxy
-
-    found: dict[int, Any] = {}
-    for name, module in list(sys.modules.items()):
-        if module is None or not (name == "flashinfer" or name.startswith("flashinfer.")):
-            continue
-        for value in list(getattr(module, "__dict__", {}).values()):
-            candidates = [value]
-            if isinstance(value, type) and value.__module__ == name:
-                candidates += [getattr(item, "__func__", item) for item in vars(value).values()]
-            for item in candidates:
-                if is_fi_compat_proxy(item):
-                    item = item.__wrapped__
-                if callable(getattr(item, "cache_clear", None)) and callable(getattr(item, "cache_info", None)):
-                    found[id(item)] = item
-    return list(found.values())
-
-
 class FlashinferCaches:
     """Empties flashinfer's caches, so every test starts as a fresh process would."""
 
     @staticmethod
     def clear() -> int:
-        caches = flashinfer_caches()
-        for cache in caches:
-            cache.cache_clear()
-        return len(caches)
+        from decode_driver import clear_flashinfer_caches
+
+        return clear_flashinfer_caches()
 
 
 @pytest.fixture(scope="session")

@@ -91,6 +91,38 @@ def schedule(count: int, context: int, seed: int = 0) -> tuple[list[int], list[i
     return lengths, cycled + workload.batch_sizes(count - len(cycled), low=1, high=MAX_BATCH, seed=seed)
 
 
+def flashinfer_caches() -> list[Any]:
+    """Every ``functools`` cache object of flashinfer's loaded modules (module
+    attributes and class members), flashinfer's own even where a fi_compat
+    proxy stands in front of it."""
+    import sys
+
+    from fi_compat.proxies import is_fi_compat_proxy
+
+    found: dict[int, Any] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "flashinfer" or name.startswith("flashinfer.")):
+            continue
+        for value in list(getattr(module, "__dict__", {}).values()):
+            candidates = [value]
+            if isinstance(value, type) and value.__module__ == name:
+                candidates += [getattr(item, "__func__", item) for item in vars(value).values()]
+            for item in candidates:
+                if is_fi_compat_proxy(item):
+                    item = item.__wrapped__
+                if callable(getattr(item, "cache_clear", None)) and callable(getattr(item, "cache_info", None)):
+                    found[id(item)] = item
+    return list(found.values())
+
+
+def clear_flashinfer_caches() -> int:
+    """Empty every flashinfer cache (each has ``cache_clear``): a fresh process's state."""
+    caches = flashinfer_caches()
+    for cache in caches:
+        cache.cache_clear()
+    return len(caches)
+
+
 class Driver:
     """One (layout, backend, mode) on the installed release: ``call(batch, max_seq_len)``."""
 
@@ -200,4 +232,4 @@ class Driver:
             self.call(batch, max_seq_len)
 
 
-__all__ = ["Driver", "MODES", "NEEDS", "PAGE_SIZE", "combinations", "context_for", "schedule", "sweep"]
+__all__ = ["Driver", "clear_flashinfer_caches", "flashinfer_caches", "MODES", "NEEDS", "PAGE_SIZE", "combinations", "context_for", "schedule", "sweep"]
