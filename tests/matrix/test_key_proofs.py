@@ -154,6 +154,26 @@ def test_builder_memo_hands_out_flashinfers_configs(core, fi_device, fresh_flash
     assert stats["hits"] >= SAMPLES // 4 and cute >= SAMPLES // 4, (stats, cute)
 
 
+def test_builder_memo_around_tensorrt_llms_memo_hands_out_flashinfers_configs(core, fi_device,
+                                                                            fresh_flashinfer_caches, monkeypatch):
+    """TensorRT-LLM installs its builder memo (``(**kwargs)``, keyed on the exact
+    max_seq_len) before user code runs; fi_compat then memoizes around it, and
+    its configs must still be flashinfer's with the profile moved down the ladder
+    (never above the caller's max_seq_len, which profiling runs with)."""
+    from support import trtllm_style_memo
+
+    sets = argument_sets(core, fi_device)[:SAMPLES // 4]
+    alone = [fingerprint(builder(core)(**arguments)) for arguments in sets]
+    monkeypatch.setattr(core, TUNING_CONFIG_BUILDER.name, trtllm_style_memo(builder(core)))
+    fresh_flashinfer_caches.clear()
+    state = fi_compat.install(cache_size=64)
+    assert state["trtllm_workaround"]["position"] == "inside fi_compat's builder memo", state["trtllm_workaround"]
+    for arguments, unpatched in zip(sets, alone):
+        assert fingerprint(builder(core)(**arguments)) == laddered(unpatched, arguments), arguments
+    assert fi_compat.status()["caches"]["builder"]["hits"] >= len(sets) // 4
+    fi_compat.uninstall()
+
+
 def recorded_tuning_config_calls(core, monkeypatch, count: int) -> list[tuple]:
     """The real arguments the builder passes to the tuning-config memo."""
     calls = []
