@@ -41,7 +41,7 @@ from fi_compat import installer
 from fi_compat.cache import BoundedCache
 from fi_compat.proxies import MemoizedFunction
 
-from support import decode_inputs, trtllm_call
+from fi_compat.testing import workload
 
 torch = pytest.importorskip("torch")
 
@@ -64,8 +64,8 @@ def every_cache(monkeypatch):
     created: list[BoundedCache] = []
     original_init = BoundedCache.__init__
 
-    def init(self, name, maxsize):
-        original_init(self, name, maxsize)
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
         created.append(self)
 
     monkeypatch.setattr(BoundedCache, "__init__", init)
@@ -89,12 +89,18 @@ def fine_grained_switching():
     sys.setswitchinterval(before)
 
 
-def builder_arguments() -> dict:
+def decode_inputs(device, batch: int = 1, num_pages: int = 64) -> workload.Inputs:
+    """TensorRT-LLM's layout, 64 pages of 32 per table, on the matrix's device."""
+    return workload.make_inputs(torch, "trtllm", batch=batch, width=64, page_size=32, num_pages=num_pages,
+                                workspace_bytes=1 << 20, device=device)
+
+
+def builder_arguments(device) -> dict:
     return dict(
         kv_cache=torch.empty(64, 32, 576, device="meta"),
         block_tables=torch.empty(1, 64, dtype=torch.int32, device="meta"),
         workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
-        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512, device=torch.device("cpu"),
+        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512, device=device,
     )
 
 
@@ -102,9 +108,10 @@ class Worker(threading.Thread):
     """Alternates a direct builder call and an mla_decode call; tallies the
     direct calls per cache object it actually called."""
 
-    def __init__(self, core, seed: int, iterations: int, start_gate: threading.Barrier) -> None:
+    def __init__(self, core, seed: int, iterations: int, start_gate: threading.Barrier, device) -> None:
         super().__init__(daemon=True)
         self.core = core
+        self.device = device
         self.rng = random.Random(seed)
         self.iterations = iterations
         self.start_gate = start_gate
@@ -117,8 +124,8 @@ class Worker(threading.Thread):
 
     def run(self) -> None:
         try:
-            arguments = builder_arguments()
-            tensors = decode_inputs(torch, batch=1, width=64, num_pages=64)
+            arguments = builder_arguments(self.device)
+            tensors = decode_inputs(self.device)
             self.start_gate.wait()
             for _ in range(self.iterations):
                 # 24 distinct laddered profile lengths up to 2048: with maxsize 8, constant eviction
@@ -133,17 +140,17 @@ class Worker(threading.Thread):
                 else:
                     self.direct_uncached += 1
                 length = self.rng.randint(1, 2047)
-                tensors["seq_lens"].fill_(length)
-                trtllm_call(fi_compat.mla_decode, tensors, length)
+                tensors.seq_lens.fill_(length)
+                workload.trtllm_call(fi_compat.mla_decode, tensors, length)
                 self.requested.append(length)
                 self.decode_calls += 1
         except BaseException as exc:  # reported by the test
             self.error = exc
 
 
-def run_workers(core, iterations: int, during=None) -> list[Worker]:
+def run_workers(core, iterations: int, device, during=None) -> list[Worker]:
     gate = threading.Barrier(THREADS + 1)
-    workers = [Worker(core, seed, iterations, gate) for seed in range(THREADS)]
+    workers = [Worker(core, seed, iterations, gate, device) for seed in range(THREADS)]
     for worker in workers:
         worker.start()
     gate.wait()
@@ -160,11 +167,11 @@ def run_workers(core, iterations: int, during=None) -> list[Worker]:
 def assert_bounded(caches) -> None:
     for cache in caches:
         stats = cache.stats()
-        assert stats.currsize <= stats.maxsize == MAXSIZE, stats
+        assert stats.currsize <= stats.maxsize and stats.maxsize % MAXSIZE == 0, stats  # rows of 16x
 
 
 def test_threads_through_builder_and_mla_decode_while_installing_and_uninstalling(
-        core, every_cache, recorded_launches, fine_grained_switching, monkeypatch):
+        core, every_cache, recorded_launches, fine_grained_switching, monkeypatch, fi_device):
     # mla_decode installs on first use when fi_compat is not installed: make
     # those installs use the same small bound as the installer thread's.
     monkeypatch.setenv("FI_COMPAT_CACHE_SIZE", str(MAXSIZE))
@@ -174,7 +181,7 @@ def test_threads_through_builder_and_mla_decode_while_installing_and_uninstallin
     def churn(workers):
         while any(w.is_alive() for w in workers):
             try:
-                state = fi_compat.install(maxsize=MAXSIZE)
+                state = fi_compat.install(cache_size=MAXSIZE)
                 toggles["install"] += 1
                 for name, stats in state["caches"].items():
                     if stats["currsize"] > stats["maxsize"]:
@@ -198,10 +205,11 @@ def test_threads_through_builder_and_mla_decode_while_installing_and_uninstallin
         thread.join(timeout=180)
         assert not thread.is_alive(), "the installer thread hung"
 
-    workers = run_workers(core, CHURN_ITERATIONS, during=start_churn)
+    workers = run_workers(core, CHURN_ITERATIONS, fi_device, during=start_churn)
     fi_compat.uninstall()
     assert not problems, problems[:5]
-    assert toggles["install"] >= 10 and toggles["uninstall"] >= 10, toggles
+    # install() scans flashinfer's modules (about 0.1 s, far longer with 16 threads on the GIL)
+    assert toggles["install"] >= 3 and toggles["uninstall"] >= 3, toggles
 
     # Exactly one launch per mla_decode call, each with the max_seq_len asked for.
     decode_calls = sum(w.decode_calls for w in workers)
@@ -226,13 +234,13 @@ def test_threads_through_builder_and_mla_decode_while_installing_and_uninstallin
     assert sum(direct.values()) + sum(w.direct_uncached for w in workers) == THREADS * CHURN_ITERATIONS
 
 
-def decode_builder_lookups(builder_cache, config_cache) -> int:
+def decode_builder_lookups(builder_cache, config_cache, device) -> int:
     """How many builder lookups one TensorRT-LLM-style decode makes on this
     release: 1 up to 0.7.2.post1; 0 on 0.7.4, which skips the tuning-config
     builder for an explicit ``backend="trtllm-gen"`` outside tuning mode.
     Measured, then the stats are reset so the threaded count starts at zero."""
     before = builder_cache.stats()
-    trtllm_call(fi_compat.mla_decode, decode_inputs(torch, width=64), 100)
+    workload.trtllm_call(fi_compat.mla_decode, decode_inputs(device, batch=4, num_pages=256), 100)
     after = builder_cache.stats()
     lookups = (after.hits + after.misses) - (before.hits + before.misses)
     assert lookups in (0, 1), lookups
@@ -244,12 +252,12 @@ def decode_builder_lookups(builder_cache, config_cache) -> int:
 
 
 def test_threads_with_the_installation_held_steady_count_exactly(core, every_cache, recorded_launches,
-                                                                  fine_grained_switching):
-    state = fi_compat.install(maxsize=MAXSIZE)
-    assert state["state"] == "installed", state["reason"]
-    builder_cache = installer._state.installation.caches["builder"]
-    config_cache = installer._state.installation.caches.get("config")
-    builder_lookups_per_decode = decode_builder_lookups(builder_cache, config_cache)
+                                                                  fine_grained_switching, fi_device):
+    state = fi_compat.install(cache_size=MAXSIZE)
+    assert state["state"] == "installed", state
+    caches = installer.snapshot().installation.caches
+    builder_cache, config_cache = caches["builder"], caches.get("tuning-config")
+    builder_lookups_per_decode = decode_builder_lookups(builder_cache, config_cache, fi_device)
     recorded_launches.clear()  # the probe's launch is not one of the threads'
 
     def sample(workers):
@@ -258,13 +266,14 @@ def test_threads_with_the_installation_held_steady_count_exactly(core, every_cac
                 assert stats["currsize"] <= stats["maxsize"]
             time.sleep(0.001)
 
-    workers = run_workers(core, STEADY_ITERATIONS, during=sample)
+    workers = run_workers(core, STEADY_ITERATIONS, fi_device, during=sample)
     calls = THREADS * STEADY_ITERATIONS
     assert all(set(w.caches.values()) == {builder_cache} for w in workers)
     stats = builder_cache.stats()
     assert stats.hits + stats.misses == calls + builder_lookups_per_decode * calls  # direct + through mla_decode
-    # two threads missing on one key both count a miss; only one value is kept
-    assert stats.misses > MAXSIZE and 0 < stats.evictions <= stats.misses - stats.currsize
+    # two threads missing on one key both count a miss; only one value is kept. Every
+    # insertion is a miss or a hit that revives a config still held elsewhere (keep_identity).
+    assert stats.misses > MAXSIZE and 0 < stats.evictions <= stats.misses + stats.hits - stats.currsize
     if config_cache is not None:
         inner = config_cache.stats()
         assert inner.hits + inner.misses == stats.misses  # one config lookup per builder miss
