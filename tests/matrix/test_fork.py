@@ -21,7 +21,9 @@ import pytest
 import fi_compat
 from fi_compat import call_api as decode, installer
 
-from support import build_meta_config, decode_inputs, trtllm_call
+from fi_compat.testing import workload
+
+from support import build_meta_config
 
 torch = pytest.importorskip("torch")
 pytestmark = [
@@ -52,14 +54,15 @@ def child_checks(core, host) -> dict:
         build(core, length)
     seen["caches"] = fi_compat.status()["caches"]  # takes the installer lock and each cache's lock
     for stats in seen["caches"].values():
-        assert stats["currsize"] <= stats["maxsize"] == 8, stats
+        assert stats["currsize"] <= stats["maxsize"] and stats["maxsize"] % 8 == 0, stats  # rows of 16x
     assert seen["caches"]["builder"]["hits"] >= 1
     # the installer lock: a full cycle, then mla_decode (its mapping lock) on the new installation
     seen["uninstall"] = fi_compat.uninstall()["state"]
-    seen["install"] = fi_compat.install(maxsize=8)["state"]
-    tensors = decode_inputs(torch, batch=1, width=64, num_pages=64)
+    seen["install"] = fi_compat.install(cache_size=8)["state"]
+    tensors = workload.make_inputs(torch, "trtllm", batch=1, width=64, page_size=32, num_pages=64,
+                                   workspace_bytes=1 << 20)
     host.recorder.clear()
-    trtllm_call(fi_compat.mla_decode, tensors, 777)
+    workload.trtllm_call(fi_compat.mla_decode, tensors, 777)
     seen["launch_max_seq_len"] = host.launches[-1].max_seq_len
     seen["final"] = fi_compat.status()["caches"]
     return seen
@@ -121,12 +124,12 @@ def run_in_fork(core, host, hold_locks) -> dict:
 
 
 def installed_locks():
-    caches = list(installer._state.installation.caches.values())
+    caches = list(installer.snapshot().installation.caches.values())
     return [installer._lock] + [cache._lock for cache in caches]
 
 
 def test_fork_after_install_with_no_lock_held(core, fi_cpu_host):
-    fi_compat.install(maxsize=8)
+    fi_compat.install(cache_size=8)
     seen = run_in_fork(core, fi_cpu_host, [])
     assert seen["uninstall"] == "not-installed" and seen["install"] == "installed"
     assert seen["launch_max_seq_len"] == 777
@@ -135,7 +138,7 @@ def test_fork_after_install_with_no_lock_held(core, fi_cpu_host):
 
 
 def test_fork_while_another_thread_holds_the_installer_and_cache_locks(core, fi_cpu_host):
-    fi_compat.install(maxsize=8)
+    fi_compat.install(cache_size=8)
     seen = run_in_fork(core, fi_cpu_host, installed_locks())
     assert seen["install"] == "installed" and seen["launch_max_seq_len"] == 777
     # and the parent, once the holder let go, still works
@@ -145,6 +148,6 @@ def test_fork_while_another_thread_holds_the_installer_and_cache_locks(core, fi_
 
 def test_fork_while_another_thread_holds_the_call_api_lock(core, fi_cpu_host):
     """``mla_decode`` builds its per-installation mapping under a lock of its own."""
-    fi_compat.install(maxsize=8)
+    fi_compat.install(cache_size=8)
     seen = run_in_fork(core, fi_cpu_host, installed_locks() + [decode._lock])
     assert seen["launch_max_seq_len"] == 777
