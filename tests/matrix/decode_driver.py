@@ -7,8 +7,9 @@ this adds what varies per batch and the query-length modes:
 
 ``q1``       one query token per request;
 ``mtp``      2-4 query tokens per request (speculative decoding: MTP,
-             target-verify), dense ``[B, q, H, D]`` with ``max_q_len`` where
-             the release has it; the draft length rotates per batch;
+             target-verify), dense ``[B, q, H, D]``: the shape carries q_len
+             (0.7.4 rejects ``max_q_len`` without ``cum_seq_lens_q``); the
+             draft length rotates per batch;
 ``varq``     ragged query ``[total_q, H, D]`` with ``cum_seq_lens_q`` and
              ``max_q_len`` (1-4 tokens per request);
 ``sparse``   DeepSeek sparse MLA: ``sparse_mla_top_k`` with ``[B, 1, top_k]``
@@ -176,9 +177,7 @@ class Driver:
         inputs = replace(pool, query=pool.query[:batch], block_tables=tables, seq_lens=pool.seq_lens[:batch],
                          out=pool.out[:batch])
         extra: dict[str, Any] = {}
-        if self.mode == "mtp" and "max_q_len" in self.accepts:
-            extra["max_q_len"] = q_len
-        elif self.mode == "varq":
+        if self.mode == "varq":
             per_request = [self.rng.randint(1, 4) for _ in range(batch)]
             total = sum(per_request)
             cumulative = torch.tensor([0, *itertools.accumulate(per_request)], dtype=torch.int32)
