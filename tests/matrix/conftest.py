@@ -53,6 +53,8 @@ def cuda_capability() -> tuple[int, int] | None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA device (run by nox -s gpu_matrix)")
     config.addinivalue_line("markers", f"mla_kernel: launches a real MLA decode kernel ({NEEDS_SM100})")
+    config.addinivalue_line("markers", "census: thousands of distinct lengths per combination "
+                                       "(FI_COMPAT_MATRIX_LENGTHS); the slowest part of the matrix")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
