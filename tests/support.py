@@ -1,4 +1,12 @@
-"""Helpers shared by the tests (not a fixture module)."""
+"""Helpers shared by the tests (not a fixture module).
+
+Shapes and each engine's call come from :mod:`fi_compat.testing.workload`;
+the matrix's own helpers are fixtures in tests/matrix/conftest.py and
+tests/matrix/decode_driver.py.  ``decode_inputs``, ``trtllm_call`` and
+``launch_signature`` remain for tests/matrix/test_call_api.py only (it passes
+extra keywords through TensorRT-LLM's call): move it to the workload and
+delete them.
+"""
 
 from __future__ import annotations
 
@@ -16,16 +24,6 @@ def installed_release() -> Version:
     version = detect_release().version
     assert version is not None, "these tests need flashinfer-python installed"
     return version
-
-
-def flashinfer_attributes() -> dict[tuple[str, str], int]:
-    """id() of every attribute of every imported flashinfer module."""
-    snapshot = {}
-    for name, module in list(sys.modules.items()):
-        if isinstance(module, ModuleType) and (name == "flashinfer" or name.startswith("flashinfer.")):
-            for attribute, value in list(vars(module).items()):
-                snapshot[(name, attribute)] = id(value)
-    return snapshot
 
 
 def decode_inputs(torch: Any, batch: int = 4, page_size: int = 32, width: int = 4096, num_pages: int = 256,

@@ -63,7 +63,10 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     replaces_cache = found.memo != NO_MEMO
     target = original.__wrapped__ if replaces_cache else original
     spec_defaults = bound.spec.defaults()
-    layout = _layout_of(target, bound.spec.names, spec_defaults)
+    # A (**kwargs) wrapper (TensorRT-LLM's builder memo) is laid out by the
+    # parameters the lookup found for this release, not the newest spec's.
+    names = tuple(p.name for p in found.function.params) or bound.spec.names
+    layout = _layout_of(target, names, spec_defaults)
     key_of = bound.key(layout)
     size = cache_size * bound.scale
     cache = BoundedCache(bound.name, size, keep_identity=bound.keep_identity)
@@ -90,7 +93,8 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
         arguments_of = bound.arguments(layout)
 
         def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
-            return target(*arguments_of(layout.complete(args, kwargs)))
+            # by keyword: a (**kwargs) wrapper takes nothing positionally
+            return target(**dict(zip(layout.names, arguments_of(layout.complete(args, kwargs)))))
     else:
         def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
             return target(*args, **kwargs)

@@ -89,9 +89,19 @@ class ArgumentLayout:
 
     @classmethod
     def of(cls, function: Callable) -> "ArgumentLayout":
+        """The layout of ``function``'s named parameters (``*args`` / ``**kwargs``
+        name no argument: a call using them does not bind, and takes the fallback).
+
+        Raises ``ValueError`` when the signature names no parameter at all --
+        a ``(**kwargs)`` wrapper such as TensorRT-LLM's builder memo -- so the
+        caller lays the arguments out by the spec's names instead."""
         import inspect
 
-        parameters = inspect.signature(function).parameters.values()
+        named = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                 inspect.Parameter.KEYWORD_ONLY)
+        parameters = [p for p in inspect.signature(function).parameters.values() if p.kind in named]
+        if not parameters:
+            raise ValueError(f"{function!r} names no parameter (only *args / **kwargs): no layout by name")
         return cls([p.name for p in parameters],
                    {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty})
 

@@ -75,6 +75,8 @@ def cuda_capability() -> tuple[int, int] | None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA device (run by nox -s gpu_matrix)")
     config.addinivalue_line("markers", f"mla_kernel: launches a real MLA decode kernel ({NEEDS_SM100})")
+    config.addinivalue_line("markers", "census: thousands of distinct lengths per combination "
+                                       "(FI_COMPAT_MATRIX_LENGTHS); the slowest part of the matrix")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -154,3 +156,88 @@ if matrix_platform() == "gpu":
 
         with stub_trtllm_gen_loader() as recorder:
             yield CudaHost(recorder)
+
+
+# --------------------------------------------------------------------------- shared fixtures
+
+
+@pytest.fixture(scope="session")
+def release() -> Any:
+    """The installed flashinfer release (``packaging.version.Version``)."""
+    from fi_compat.release_detection import detect_release
+
+    version = detect_release().version
+    if version is None:
+        pytest.skip("the release suite needs flashinfer-python installed")
+    return version
+
+
+@pytest.fixture
+def core(fi_cpu_host: Any) -> Any:
+    """``flashinfer.mla._core`` of the installed release (imported under the host shim)."""
+    import importlib
+
+    from fi_compat.specs import CORE_MODULE
+
+    return importlib.import_module(CORE_MODULE)
+
+
+@pytest.fixture(scope="session")
+def decode_function(fi_cpu_host: Any) -> Any:
+    """The public decode function as an engine imports it (``flashinfer.mla.X``)."""
+    import flashinfer.mla
+
+    from fi_compat.specs import DECODE
+
+    return getattr(flashinfer.mla, DECODE.name)
+
+
+class FlashinferCaches:
+    """Empties flashinfer's caches, so every test starts as a fresh process would."""
+
+    @staticmethod
+    def clear() -> int:
+        from decode_driver import clear_flashinfer_caches
+
+        return clear_flashinfer_caches()
+
+
+@pytest.fixture(scope="session")
+def flashinfer_cache_reset(fi_cpu_host: Any) -> FlashinferCaches:
+    """Empties flashinfer's caches on demand (for module-scoped fixtures)."""
+    return FlashinferCaches()
+
+
+@pytest.fixture
+def fresh_flashinfer_caches(fi_cpu_host: Any) -> Iterator[FlashinferCaches]:
+    """flashinfer's functools caches emptied before and after the test."""
+    FlashinferCaches.clear()
+    yield FlashinferCaches()
+    FlashinferCaches.clear()
+
+
+@pytest.fixture
+def quiet_launches(fi_cpu_host: Any) -> Iterator[Any]:
+    """The launch recorder keeping only the last two launches (each holds its
+    tensors: thousands of kept launches would be growth the census tests measure)."""
+    from collections import deque
+
+    recorder = fi_cpu_host.recorder
+    saved = recorder.launches
+    recorder.launches = deque(maxlen=2)
+    yield recorder
+    recorder.launches = saved
+
+
+@pytest.fixture(scope="session")
+def matrix_report() -> Iterator[list[dict[str, Any]]]:
+    """Rows the census tests measured; written as JSON to ``$FI_COMPAT_MATRIX_REPORT``
+    (if set) at the end of the session, for docs/compatibility.md."""
+    rows: list[dict[str, Any]] = []
+    yield rows
+    path = os.environ.get("FI_COMPAT_MATRIX_REPORT")
+    if path and rows:
+        import json
+
+        with open(path, "w") as handle:
+            json.dump(rows, handle, indent=1)

@@ -5,8 +5,8 @@ a process where it really happens in that order.
 
 Events: ``import`` (import flashinfer under the CPU shim), ``install``
 (``install(maxsize=32)``), ``uninstall``, ``second-install``
-(``install(maxsize=64)``: a no-op unless the first is undone, so the bound in
-force tells which one took effect) and ``workaround`` (TensorRT-LLM's builder
+(``install(maxsize=64)``: other settings, so it re-installs with them; the
+bound in force tells which one took effect) and ``workaround`` (TensorRT-LLM's builder
 memo replaces ``_build_mla_decode_tuning_config``; like TensorRT-LLM, it
 imports flashinfer first if needed).  All 120 orders from
 ``itertools.permutations``.
@@ -30,6 +30,7 @@ after it that state is all that the import sees.  So:
 
 Each order writes ``OUT_DIR/order-<n>.json``; each prefix ``prefix-<n>.json``.
 Nothing here is collected by pytest (the file name does not start with test_).
+``tests/`` must be on ``PYTHONPATH`` (``support.trtllm_style_memo``).
 """
 
 from __future__ import annotations
@@ -75,13 +76,13 @@ class Model:
         self.imported = False
         self.phase = "not-installed"
         self.maxsize: Optional[int] = None
-        self.hook = False
+        self.hook = False  # a post-import hook registered (wrapt cannot unregister it)
         self.workaround = False
         self.workaround_over_proxy = False  # the memo wraps a fi_compat proxy...
         self.inner_proxy_active = False  # ...which is still active
+        self.proxy_over_workaround = False  # fi_compat's builder memo wraps TensorRT-LLM's
         self.builder_patched = False
         self.config_patched = False
-        self.defers = False
 
     def key(self) -> tuple:
         """The pre-import state: all that the import can see."""
@@ -89,7 +90,10 @@ class Model:
 
     def apply(self, event: str) -> None:
         if event in SIZES:
-            if self.phase == "not-installed":
+            # install() again with other settings re-installs with them; with the same, a no-op
+            if self.phase == "not-installed" or SIZES[event] != self.maxsize:
+                if self.phase != "not-installed":
+                    self.apply("uninstall")
                 self.maxsize = SIZES[event]
                 if self.imported:
                     self._install()
@@ -97,7 +101,7 @@ class Model:
                     self.phase, self.hook = "pending", True
         elif event == "uninstall":
             self.phase = "not-installed"
-            self.builder_patched = self.config_patched = self.defers = False
+            self.builder_patched = self.config_patched = self.proxy_over_workaround = False
             self.inner_proxy_active = False
         elif event == "import":
             if not self.imported:
@@ -114,18 +118,20 @@ class Model:
             raise ValueError(event)
 
     def _install(self) -> None:
+        # fi_compat memoizes the builder whatever is there: flashinfer's, or
+        # TensorRT-LLM's memo (which keys on the exact max_seq_len and misses per batch).
         self.config_patched = self.cached_family
-        self.builder_patched = not self.workaround
-        self.defers = self.workaround
-        self.phase = "installed" if (self.config_patched or self.builder_patched) else "deferred"
+        self.builder_patched = True
+        self.proxy_over_workaround = self.workaround
+        self.phase = "installed"
 
-    def patched(self) -> list[str]:
-        names = []
-        if self.config_patched:
-            names.append(f"{CORE}.{CONFIG}")
-        if self.builder_patched:
-            names.append(f"{CORE}.{BUILDER}")
-        return sorted(names)
+    def position(self) -> Optional[str]:
+        """``status()["trtllm_workaround"]["position"]``."""
+        if not self.workaround:
+            return None
+        if self.proxy_over_workaround:
+            return "inside fi_compat's builder memo"
+        return "around fi_compat's builder memo" if self.builder_patched else "alone"
 
 
 # --------------------------------------------------------------------------- the events
@@ -149,7 +155,7 @@ class Runner:
         elif event == "workaround":
             self.import_flashinfer()
             core = sys.modules[CORE]
-            from support import trtllm_style_memo  # tests/ is on sys.path (see main)
+            from support import trtllm_style_memo  # tests/ is on PYTHONPATH (test_orders.py)
 
             self.workaround = trtllm_style_memo(getattr(core, BUILDER))
             setattr(core, BUILDER, self.workaround)
@@ -182,9 +188,40 @@ def originals() -> dict[tuple[str, str], Any]:
 # --------------------------------------------------------------------------- checks
 
 
+def member_owners() -> set[str]:
+    """``module.Class`` (where defined) of every row that patches a class member."""
+    from fi_compat.bounds import BOUNDS
+
+    owners = set()
+    for bound in BOUNDS:
+        if "." in bound.spec.name:
+            owner = getattr(sys.modules.get(bound.spec.module), bound.spec.name.split(".")[0], None)
+            if isinstance(owner, type):
+                owners.add(f"{owner.__module__}.{owner.__qualname__}")
+    return owners
+
+
+def proxy_locations(classes: Optional[set[str]] = None) -> list[str]:
+    """Every module attribute of flashinfer that holds a fi_compat proxy, and
+    every class member (of the classes named in ``classes``, or all: 30 ms)."""
+    from fi_compat.proxies import is_fi_compat_proxy
+
+    found = []
+    for name, module in flashinfer_modules():
+        for attribute, value in list(vars(module).items()):
+            if is_fi_compat_proxy(value):
+                found.append(f"{name}.{attribute}")
+            if isinstance(value, type) and value.__module__ == name and (
+                    classes is None or f"{name}.{attribute}" in classes):
+                found += [f"{name}.{attribute}.{member}" for member, item in vars(value).items()
+                          if is_fi_compat_proxy(getattr(item, "__func__", item))]
+    return found
+
+
 def check(model: Model, runner: Runner, step: str) -> None:
     import fi_compat
     from fi_compat import installer
+    from fi_compat.bounds import by_name
     from fi_compat.proxies import is_fi_compat_proxy
 
     def expect(condition: bool, what: str) -> None:
@@ -193,24 +230,29 @@ def check(model: Model, runner: Runner, step: str) -> None:
 
     status = fi_compat.status()
     expect(status["state"] == model.phase, f"state {status['state']!r}, expected {model.phase!r}")
-    expect(installer._state.hook_registered == model.hook, f"hook_registered {installer._state.hook_registered}")
     expect(("flashinfer" in sys.modules) == model.imported, "flashinfer imported or not as expected")
-    if model.phase in ("pending", "installed", "deferred"):
-        expect(installer._state.settings["cache_size"].value == model.maxsize,
-               f"cache_size {installer._state.settings['cache_size'].value}, expected {model.maxsize}")
+    if model.phase in ("pending", "installed"):
+        size = installer.settings()["cache_size"].value
+        expect(size == model.maxsize, f"cache_size {size}, expected {model.maxsize}")
     if not model.imported:
         expect(status["patched"] == [] and status["caches"] == {}, f"patched {status['patched']} before import")
         return
-    expect(sorted(status["patched"]) == model.patched(), f"patched {status['patched']}, expected {model.patched()}")
-    expect(status["trtllm_workaround"] == {"present": model.workaround, "fi_compat_defers": model.defers},
+    expect(status["trtllm_workaround"] == {"present": model.workaround, "position": model.position()},
            f"trtllm_workaround {status['trtllm_workaround']}")
-    for name, stats in status["caches"].items():
-        expect(stats["maxsize"] == model.maxsize, f"{name} maxsize {stats['maxsize']}, expected {model.maxsize}")
-    # the attributes themselves
+    for row in status["bounds"]:  # the bound in force says which install took effect
+        if row["fi_compat"] is not None:
+            expected = model.maxsize * by_name(row["name"]).scale
+            expect(row["fi_compat"]["maxsize"] == expected, f"{row['name']} maxsize {row['fi_compat']['maxsize']}")
+    listed = set(status["patched"])
+    if model.workaround_over_proxy and not model.proxy_over_workaround:
+        listed.discard(f"{CORE}.{BUILDER}")  # still listed: inside TensorRT-LLM's memo until uninstall()
+    proxies = sorted(proxy_locations({where.rsplit(".", 1)[0] for where in listed} | member_owners()))
+    expect(proxies == sorted(listed), f"proxies at {proxies}, status() lists {sorted(listed)}")
+    # the two attributes the orders are about
     core = sys.modules[CORE]
     original_builder = runner.snapshot[(CORE, BUILDER)]
     builder = getattr(core, BUILDER)
-    if model.workaround:
+    if model.workaround and not model.proxy_over_workaround:
         expect(builder is runner.workaround, "the builder is TensorRT-LLM's memo")
         inner = runner.workaround._inner
         if model.workaround_over_proxy:
@@ -219,7 +261,8 @@ def check(model: Model, runner: Runner, step: str) -> None:
         else:
             expect(inner is original_builder, "memo wraps flashinfer's builder")
     elif model.builder_patched:
-        expect(is_fi_compat_proxy(builder) and builder.__wrapped__ is original_builder, "builder proxied")
+        wrapped = runner.workaround if model.proxy_over_workaround else original_builder
+        expect(is_fi_compat_proxy(builder) and builder.__wrapped__ is wrapped, "builder proxied")
     else:
         expect(builder is original_builder, "builder is flashinfer's own")
     if (CORE, CONFIG) in runner.snapshot:
@@ -236,7 +279,8 @@ def check(model: Model, runner: Runner, step: str) -> None:
 def call_builder_and_decode(runner: Runner, step: str) -> None:
     import torch
 
-    from support import decode_inputs, trtllm_call
+    from fi_compat.specs import DECODE
+    from fi_compat.testing import workload
 
     core = sys.modules[CORE]
     config = getattr(core, BUILDER)(
@@ -251,7 +295,9 @@ def call_builder_and_decode(runner: Runner, step: str) -> None:
     runner.host.recorder.clear()
     import flashinfer.mla
 
-    trtllm_call(flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla, decode_inputs(torch, 1, 32, 64, 64), 999)
+    inputs = workload.make_inputs(torch, "trtllm", batch=1, width=64, page_size=32, num_pages=64,
+                                  workspace_bytes=1 << 20)
+    workload.trtllm_call(getattr(flashinfer.mla, DECODE.name), inputs, 999)
     launched = runner.host.launches[-1].max_seq_len
     if launched != 999:
         raise AssertionError(f"after {step}: launch max_seq_len {launched}")
@@ -259,17 +305,14 @@ def call_builder_and_decode(runner: Runner, step: str) -> None:
 
 def check_final_identity(model: Model, runner: Runner) -> None:
     """After a last uninstall(): every attribute is flashinfer's own object
-    again, except the builder where TensorRT-LLM's memo stays (by design)."""
-    from fi_compat.proxies import is_fi_compat_proxy
-
+    again (no proxy left in any class either), except the builder where
+    TensorRT-LLM's memo stays (by design)."""
     import fi_compat
 
     fi_compat.uninstall()
-    changed = []
+    changed = [f"{where} is still a fi_compat proxy" for where in proxy_locations()]
     for name, module in flashinfer_modules():
         for attribute, value in list(vars(module).items()):
-            if is_fi_compat_proxy(value):
-                changed.append(f"{name}.{attribute} is still a fi_compat proxy")
             expected = runner.snapshot.get((name, attribute), value)
             if (name, attribute) == (CORE, BUILDER) and model.workaround:
                 expected = runner.workaround
@@ -319,18 +362,17 @@ def run_prefix(prefix: tuple[str, ...], cached_family: bool, runner: Runner, mod
 
 def main(out_dir: str) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/ (support)
     import torch
 
     torch.set_num_threads(1)
-    from fi_compat.adapters import CachedConfigAdapter
     from fi_compat.release_detection import detect_release
+    from fi_compat.specs import TUNING_CONFIG
     from fi_compat.testing import CpuHost
 
     import fi_compat  # noqa: F401  (imported once, before every fork)
 
     release = detect_release().version
-    cached_family = CachedConfigAdapter.covers(release)
+    cached_family = TUNING_CONFIG.present_in(release)
     host = CpuHost()
     host.patch_torch()  # flashinfer is *not* imported in this process
     orders = all_orders()

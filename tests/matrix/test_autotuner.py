@@ -1,54 +1,88 @@
-"""0.6.13 - 0.6.15: the nearest-profile cache stays small with fi_compat.
+"""The autotuner's nearest-profile memo (0.6.13 - 0.6.17) with and without fi_compat.
 
-Drives the real decode host path (builder, AutoTuner.choose_one, runner,
-recorded launch) with the same max_seq_len on every call.
+Its key holds the TuningConfig object.  flashinfer alone hands the autotuner a
+new config per distinct max_seq_len (per call up to 0.6.15), so the memo
+gains an entry per length; from 0.6.15 on those configs hash equal and
+compare unequal, so every lookup walks one growing collision chain and the
+call gets slower with every length.  fi_compat's builder memo hands out one
+config per key and bounds the memo itself.  Driven through the real decode
+host path (TensorRT-LLM's call); the evidence is flashinfer's own cache
+(census) and the time per call, measured by medians of the first and last
+tenth of the run (robust to a noisy neighbour on a shared machine).
 """
 
 from __future__ import annotations
 
+import statistics
+import time
+
 import pytest
 
 import fi_compat
-from fi_compat.adapters import FreshConfigAdapter
+from fi_compat import census
+from fi_compat.specs import NEAREST_PROFILE, TUNING_CONFIG_BUILDER
 
-from support import decode_inputs, installed_release, trtllm_call
+import decode_driver
 
 torch = pytest.importorskip("torch")
 
+CALLS = 1000
 
-def nearest_profile_entries() -> int:
-    from flashinfer.autotuner import AutoTuner
 
-    return AutoTuner._find_nearest_profile.cache_info().currsize
+def nearest_profile_count(counts: dict) -> int:
+    return sum(c.currsize for name, c in counts.items()
+               if c.owner == census.FLASHINFER and name.endswith(NEAREST_PROFILE.name))
+
+
+def run(driver, calls: int) -> tuple[int, float]:
+    """(nearest-profile entries gained, last/first median time per call)."""
+    before = nearest_profile_count(census.take())
+    times = []
+    for index in range(calls):
+        started = time.perf_counter()
+        driver.call(16, 1000 + index)
+        times.append(time.perf_counter() - started)
+    tenth = calls // 10
+    ratio = statistics.median(times[-tenth:]) / statistics.median(times[:tenth])
+    return nearest_profile_count(census.take()) - before, ratio
+
+
+def configs_collide(core) -> bool:
+    """Whether two of flashinfer's configs for different lengths hash equal yet
+    compare unequal (a collision chain in any dict keyed by them)."""
+    build = getattr(core, TUNING_CONFIG_BUILDER.name)
+    arguments = dict(kv_cache=torch.empty(64, 32, 576, device="meta"),
+                     block_tables=torch.empty(1, 4096, dtype=torch.int32, device="meta"),
+                     workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
+                     runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512, device=torch.device("cpu"))
+    first, second = build(max_seq_len=1000, **arguments), build(max_seq_len=5000, **arguments)
+    return hash(first) == hash(second) and first != second
 
 
 @pytest.fixture
-def fresh_autotuner(fi_cpu_host):
-    if not FreshConfigAdapter.covers(installed_release()):
-        pytest.skip("the colliding nearest-profile cache exists on 0.6.13 - 0.6.15 only")
-    from flashinfer.autotuner import AutoTuner
-
-    AutoTuner._find_nearest_profile.cache_clear()
-    yield
-    AutoTuner._find_nearest_profile.cache_clear()
-
-
-def run_decodes(calls: int) -> None:
-    import flashinfer.mla
-
-    tensors = decode_inputs(torch)
-    for _ in range(calls):
-        trtllm_call(flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla, tensors, 2048)
+def nearest_profile_memo(core, release, fresh_flashinfer_caches):
+    state = fi_compat.install()
+    row = next(r for r in state["bounds"] if r["name"] == "nearest-profile")
+    fi_compat.uninstall()
+    if row["verdict"] != "bound":
+        pytest.skip(f"flashinfer {release}: {row['reason']} (0.6.18 on key it by the configs' specs)")
+    return row
 
 
-def test_unpatched_nearest_profile_cache_fills_with_colliding_keys(fresh_autotuner):
-    run_decodes(1_500)
-    assert nearest_profile_entries() >= 1_000  # one entry per call: configs hash equal, compare unequal
+def test_memo_fills_and_slows_alone_and_stays_small_and_flat_with_fi_compat(
+        nearest_profile_memo, core, decode_function, fresh_flashinfer_caches, quiet_launches):
+    driver = decode_driver.Driver(torch, decode_function, "trtllm", "trtllm-gen", "q1", context=32768)
+    collide = configs_collide(core)
 
-
-def test_patched_nearest_profile_cache_holds_a_handful(fresh_autotuner):
+    alone_entries, alone_ratio = run(driver, CALLS)
+    fresh_flashinfer_caches.clear()
     fi_compat.install()
-    run_decodes(10_000)
-    assert nearest_profile_entries() <= 8
-    stats = fi_compat.status()["caches"]["builder"]
-    assert stats["hits"] >= 9_990 and stats["currsize"] <= 2
+    bounded_entries, bounded_ratio = run(driver, CALLS)
+
+    assert alone_entries >= 0.9 * CALLS, alone_entries  # one entry per distinct length
+    assert bounded_entries == 0, bounded_entries  # flashinfer's memo is never reached
+    stats = fi_compat.status()["caches"]["nearest-profile"]
+    assert stats["currsize"] <= stats["maxsize"], stats
+    assert bounded_ratio < 2.0, f"time per call grew {bounded_ratio:.1f}x over {CALLS} lengths with fi_compat"
+    if collide:
+        assert alone_ratio > 3.0, f"configs collide, yet time per call grew only {alone_ratio:.1f}x alone"

@@ -96,15 +96,15 @@ def test_builder_on_cuda(cuda_inputs):
 def test_builder_memo_is_bounded_on_cuda(cuda_inputs, fresh_fi_compat):
     from flashinfer.mla import _core
 
-    status = fresh_fi_compat.install(maxsize=8)
+    status = fresh_fi_compat.install(cache_size=8)
     assert status["state"] == "installed", status
-    assert status["outcome"] == "verified", status["reason"]
+    assert status["outcome"] == "verified", status["bounds"]
     first = build(_core, cuda_inputs, 4096)
     assert build(_core, cuda_inputs, 4096) is first  # a hit returns the same object
     for max_seq_len in range(1000, 1000 + 300):
         build(_core, cuda_inputs, max_seq_len)
     for cache in fresh_fi_compat.status()["caches"].values():
-        assert cache["currsize"] <= 8, cache
+        assert cache["currsize"] <= cache["maxsize"], cache
 
 
 def test_autotuner_choose_one_on_cuda(cuda_inputs):
@@ -150,12 +150,17 @@ def test_decode_host_path_records_launch(cuda_inputs, fi_launches, fresh_fi_comp
 
 
 def test_decode_many_max_seq_len_stays_bounded(cuda_inputs, fi_launches, fresh_fi_compat):
-    fresh_fi_compat.install(maxsize=16)
+    from fi_compat import census
+
+    fresh_fi_compat.install(cache_size=16)
+    before = census.take()
     for max_seq_len in range(1000, 1400):
         decode(cuda_inputs, max_seq_len, backend="trtllm-gen")
     assert fi_launches.launches[-1].max_seq_len == 1399
     for cache in fresh_fi_compat.status()["caches"].values():
-        assert cache["currsize"] <= 16, cache
+        assert cache["currsize"] <= cache["maxsize"], cache
+    over = census.over_bound(census.take(), before, 16)  # flashinfer's own caches, on the real device
+    assert not over, [g.describe() for g in over]
 
 
 def reference_mla(t, scale):

@@ -25,17 +25,18 @@ pytest.importorskip("torch")
 if importlib.util.find_spec("flashinfer") is None:  # find, not import: it needs the shim
     pytest.skip("needs flashinfer-python", allow_module_level=True)
 
-sys.path.insert(0, os.path.dirname(__file__))
-import orders_driver  # noqa: E402
+import orders_driver  # noqa: E402  (tests/matrix is on sys.path: pytest's rootdir-relative import)
 
-DRIVER = os.path.join(os.path.dirname(__file__), "orders_driver.py")
+HERE = os.path.dirname(os.path.abspath(__file__))
+DRIVER = os.path.join(HERE, "orders_driver.py")
 ORDERS = orders_driver.all_orders()
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("orders")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning",
+           "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), HERE, *sys.path])}
     for variable in [v for v in env if v.startswith("FI_COMPAT_")]:
         del env[variable]  # the orders set their own settings
     done = subprocess.run([sys.executable, DRIVER, str(out)], capture_output=True, text=True, timeout=300, env=env)

@@ -1,0 +1,138 @@
+"""Positional, keyword and mixed calls of every patched function: one key, one result.
+
+A flashinfer refactor that calls a cached function by keyword instead of by
+position must not slip past fi_compat into flashinfer's unbounded cache.  For
+every row of :data:`fi_compat.bounds.BOUNDS` the installed release binds, the
+test takes real arguments -- recorded from the real decode host path where it
+reaches the function, drawn by parameter name where it does not -- and calls
+the installed function three ways.  The first call must miss, the other two
+hit the same entry (the same object comes back), and flashinfer's own cache
+behind the row must stay empty.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import random
+import sys
+from typing import Any
+
+import pytest
+
+import fi_compat
+from fi_compat import installer
+from fi_compat.bounds import BOUNDS, by_name
+from fi_compat.adapters import keys
+from fi_compat.lookup import aliases_of
+
+import decode_driver
+
+torch = pytest.importorskip("torch")
+
+#: Paths that reach every row the decode function can reach.
+RECORDED_PATHS = (("vllm", "cute-dsl", "q1"), ("vllm", "cute-dsl", "modular"), ("sglang", "auto", "q1"),
+                  ("trtllm", "trtllm-gen", "q1"))
+
+
+def live_function(spec) -> Any:
+    """The function as callers reach it now (a class member through its class)."""
+    owner: Any = sys.modules.get(spec.module)
+    for part in spec.name.split("."):
+        owner = getattr(owner, part, None)
+    return owner
+
+
+class ArgumentRecorder:
+    """``sys.setprofile`` hook: the arguments of the first call of each function
+    (the uncached body: with flashinfer's caches empty, a call runs it)."""
+
+    def __init__(self, functions: dict[str, Any]) -> None:
+        self.by_code = {inspect.unwrap(getattr(f, "__func__", f)).__code__: qualname
+                        for qualname, f in functions.items() if f is not None}
+        self.calls: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        qualname = self.by_code.get(frame.f_code) if event == "call" else None
+        if qualname is not None and qualname not in self.calls:
+            code = frame.f_code
+            names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+            self.calls[qualname] = {name: frame.f_locals[name] for name in names}
+
+
+@pytest.fixture(scope="module")
+def recorded(fi_cpu_host, decode_function, flashinfer_cache_reset) -> dict[str, dict[str, Any]]:
+    fi_compat.uninstall()
+    for bound in BOUNDS:  # the lazily imported cute-dsl modules, so their functions can be watched
+        if bound.spec.module not in sys.modules:
+            try:
+                importlib.import_module(bound.spec.module)
+            except ImportError:
+                pass
+    flashinfer_cache_reset.clear()
+    recorder = ArgumentRecorder({b.spec.qualname: live_function(b.spec) for b in BOUNDS})
+    sys.setprofile(recorder)
+    try:
+        for layout, backend, mode in RECORDED_PATHS:
+            driver = decode_driver.Driver(torch, decode_function, layout, backend, mode, context=8192)
+            try:
+                driver.call(8, 3000)
+            except (ValueError, NotImplementedError):
+                pass  # a path this release rejects records nothing
+    finally:
+        sys.setprofile(None)
+        installer.reset()
+        flashinfer_cache_reset.clear()
+    return recorder.calls
+
+
+def drawn_arguments(function: Any, names: list[str], seed: int) -> dict[str, Any]:
+    """Integers by parameter name for a function the decode path does not reach
+    (the sizers of other kernels), redrawn until the function accepts them."""
+    rng = random.Random(seed)
+    for _ in range(2000):
+        values = {name: rng.choice((1, 2, 4, 8, 64, 128, 148, 512, 3000)) for name in names}
+        values.update({name: rng.choice((2, 4)) for name in names if name == "q_len"})
+        values.update({name: 128 for name in names if name in ("H", "num_heads")})
+        values.update({name: 512 for name in names if name == "kv_lora_rank"})
+        try:
+            function(**values)
+            return values
+        except (ValueError, TypeError):
+            continue
+    pytest.fail(f"no drawn arguments accepted by {function}")
+
+
+@pytest.mark.parametrize("name", [bound.name for bound in BOUNDS])
+def test_positional_keyword_and_mixed_calls_share_one_key(name, recorded, release, fi_cpu_host):
+    bound = by_name(name)
+    original = live_function(bound.spec)
+    if original is None:
+        pytest.skip(f"flashinfer {release} has no {bound.spec.qualname}")
+    uncached = getattr(original, "__wrapped__", original)
+    names = [p for p in inspect.signature(original).parameters]
+    arguments = recorded.get(bound.spec.qualname)
+    if arguments is None:
+        arguments = drawn_arguments(uncached, names, seed=len(name))
+    values = [arguments[p] for p in names]
+    expected = original(*values)  # flashinfer's own answer, before fi_compat (install empties its cache)
+
+    state = fi_compat.install()
+    row = next(r for r in state["bounds"] if r["name"] == name)
+    if row["verdict"] != "bound":
+        pytest.skip(f"flashinfer {release}: {row['verdict']} ({row['reason']})")
+    function = live_function(bound.spec)
+    assert function is not original, f"{bound.spec.qualname} is not patched: {row}"
+    half = len(values) // 2
+    positional = function(*values)
+    by_keyword = function(**dict(zip(names, values)))
+    mixed = function(*values[:half], **dict(zip(names[half:], values[half:])))
+
+    assert by_keyword is positional and mixed is positional  # one entry answered all three
+    row = next(r for r in fi_compat.status()["bounds"] if r["name"] == name)
+    assert (row["fi_compat"]["misses"], row["fi_compat"]["hits"]) == (1, 2), row["fi_compat"]
+    if row["flashinfer"] is not None:
+        assert row["flashinfer"]["currsize"] == 0, row  # nothing reached flashinfer's own cache
+    if bound.key is keys.exact_key:
+        assert positional == expected  # nothing normalised: flashinfer's own answer
+    assert not aliases_of(original), "a module attribute still holds flashinfer's function"
