@@ -1,8 +1,7 @@
 """SGLang's and vLLM's decode batches, replayed on the installed real release.
 
-Written from the facts of their published code (/work/scratch/engines/FACTS.md;
-docs/integration/sglang.md and vllm.md cite file, line and commit), through
-:mod:`fi_compat.testing.workload`:
+Written from the facts of their published code (docs/integration/sglang.md and
+vllm.md cite file, line and commit of each), through :mod:`fi_compat.testing.workload`:
 
 ``sglang``
     per batch: the batch's maximum length, a block-table width padded from it

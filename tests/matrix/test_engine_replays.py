@@ -47,12 +47,12 @@ CHILD_TIMEOUT = 600
 # the shim's recorded cute-dsl kernel has no compiled artifacts to query; flashinfer falls back to the SM count
 CUTE_DSL_SHIM_WARNING = "ignore:cutlass.get_max_active_clusters failed:RuntimeWarning"
 
-# id -> (layout, backend as the engine passes it, decode context parallelism)
+# id -> (layout, backend as the engine passes it (None: omitted, flashinfer's auto), decode context parallelism)
 REPLAYS = {
     "sglang-auto": ("sglang", None, False),
     "sglang-cute-dsl": ("sglang", "cute-dsl", False),
     "vllm-auto": ("vllm", None, False),
-    "vllm-dcp-cute-dsl": ("vllm", None, True),
+    "vllm-dcp-cute-dsl": ("vllm", "cute-dsl", True),
 }
 
 
