@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -137,6 +138,43 @@ def test_engines_find_the_plugin_the_way_they_load_it(venv_python):
     for group in ENGINE_GROUPS:
         assert found[group] == ["fi_compat", "fi_compat.startup.engine_plugin"]
     assert found["state"] == "pending"
+
+
+def adoption_line(doc: str) -> list[str]:
+    """The first ``fi-compat run`` command of a doc's "Adoption in one line" block, split as a shell would."""
+    text = (ROOT / "docs" / "integration" / doc).read_text(encoding="utf-8")
+    block = text.split("## Adoption in one line", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    command = shlex.split(block.replace("\\\n", " "))
+    assert command[:3] == ["fi-compat", "run", "--"], command
+    return command
+
+
+@pytest.mark.parametrize("doc, entry", [("sglang.md", "sglang.launch_server"), ("vllm.md", "vllm")])
+def test_the_engine_docs_adoption_lines_run_as_written(doc, entry, venv_python, tmp_path):
+    """The line each engine doc gives, word for word, through the wheel's ``fi-compat`` console
+    script; the engine's entry point (``python -m sglang.launch_server``, the ``vllm`` script) is a
+    stand-in that reports its arguments and fi_compat's state."""
+    report = ("import json, sys, fi_compat\n"
+              "print(json.dumps([sys.argv[1:], fi_compat.status()['state'], fi_compat.__file__]))\n")
+    package = tmp_path / "sglang"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "launch_server.py").write_text(report)
+    scripts = tmp_path / "bin"
+    scripts.mkdir()
+    (scripts / "vllm").write_text(f"#!{venv_python}\n{report}")
+    (scripts / "vllm").chmod(0o755)
+    command = adoption_line(doc)
+    venv_bin = venv_python.parent
+    env = plain_environment(PATH=os.pathsep.join([str(scripts), str(venv_bin), os.environ.get("PATH", "")]))
+    out = subprocess.run([str(venv_bin / command[0]), *command[1:]], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr
+    arguments, state, location = json.loads(out.stdout)
+    engine_arguments = command[command.index(entry) + 1:]
+    assert arguments == engine_arguments  # the engine's own arguments reach it untouched
+    assert state == "pending"  # installed at start-up, waiting for flashinfer
+    assert Path(location).is_relative_to(venv_bin.parent)
 
 
 # --------------------------------------------------------------------------- the plugin function itself

@@ -11,14 +11,17 @@ their code is here):
     ``[B, 2, W]``, ``uses_shared_paged_kv_idx=False``; kv cache ``[pages, page, 576]``.
 ``vllm``
     vLLM ``FlashInferMLAImpl.forward_mqa``: keywords only, backend left at
-    ``"auto"`` (``"cute-dsl"`` under decode context parallelism), shared page
-    indices: block tables ``[B, W]`` of a width fixed per engine; kv cache
-    ``[pages, 1, page, 576]``; 128 MiB int8 workspace.
+    ``"auto"`` (``"cute-dsl"`` under decode context parallelism, :class:`Dcp`),
+    shared page indices: block tables ``[B, W]`` of a width fixed per engine
+    (:func:`vllm_width`); kv cache ``[pages, 1, page, 576]``; 128 MiB int8
+    workspace (256 MiB under DCP).
 ``sglang``
     SGLang ``TRTLLMMLABackend``: keywords only, backend omitted (``"auto"``)
     with a multi-CTA counter buffer, or ``"cute-dsl"`` in its cute-dsl
     variant; block tables ``[B, W]`` whose width follows the batch's maximum
-    length (:func:`sglang_width`); target-verify adds draft tokens to q_len.
+    length (:func:`sglang_width`); target-verify passes the draft tokens as
+    q_len and adds them to max_seq_len (:func:`sglang_target_verify`); 150 MiB
+    int8 workspace.
 
 Every call adapts to the callee's signature: a keyword the installed
 flashinfer lacks (the counter buffer before 0.6.15) is left out, as the
@@ -46,6 +49,10 @@ DEFAULT_BACKEND = {"trtllm": "trtllm-gen", "vllm": "auto", "sglang": "auto"}
 DISTRIBUTIONS = ("serving", "uniform", "sweep", "repeat")
 
 _SGLANG_ALIGN_TOKENS = 4096
+_VLLM_ALIGN_TOKENS = 128
+SGLANG_WORKSPACE_BYTES = 150 << 20
+VLLM_WORKSPACE_BYTES = 128 << 20
+VLLM_DCP_WORKSPACE_BYTES = 256 << 20
 
 
 @dataclass
@@ -80,6 +87,40 @@ def sglang_width(max_seq_len: int, page_size: int) -> int:
     align = math.lcm(max(1, 128 // page_size), max(1, _SGLANG_ALIGN_TOKENS // page_size))
     pages = -(-max_seq_len // page_size)
     return -(-pages // align) * align
+
+
+def sglang_target_verify(max_seq: int, draft_tokens: int, page_size: int) -> tuple[int, int]:
+    """SGLang's target-verify batch: ``(max_seq_len it passes, block-table width)``; q_len is
+    ``draft_tokens``.  The metadata adds the draft tokens to the batch's maximum before
+    padding the table, and ``forward_extend`` adds them again (0.5.21
+    ``trtllm_mla_backend.py:881-883, 1597-1611``): ``max(seq_lens) + 2 * draft_tokens``."""
+    return max_seq + 2 * draft_tokens, sglang_width(max_seq + draft_tokens, page_size)
+
+
+def vllm_width(max_model_len: int, page_size: int) -> int:
+    """vLLM's block-table width, fixed per engine: ``max_model_len`` in blocks,
+    aligned up to 128 tokens (``v1/worker/block_table.py``)."""
+    align = max(1, _VLLM_ALIGN_TOKENS // page_size)
+    pages = -(-max_model_len // page_size)
+    return -(-pages // align) * align
+
+
+def vllm_dcp_max_seq_len(max_seq_len: int, world: int, interleave: int = 1) -> int:
+    """The max_seq_len vLLM passes on each rank under decode context parallelism:
+    ``ceil(max_seq_len / (world * interleave)) * interleave`` (``mla_attention.py:2621-2633``)."""
+    step = world * interleave
+    return -(-max_seq_len // step) * interleave
+
+
+@dataclass(frozen=True)
+class Dcp:
+    """vLLM's decode-context-parallel keywords: this rank of ``world``, and the
+    global (all-rank) KV lengths, int32 ``[B]`` (flashinfer checks ``is_cuda``:
+    :func:`fi_compat.testing.cuda_flagged` on the CPU shim)."""
+
+    world: int
+    rank: int
+    global_seq_lens: Any
 
 
 def make_inputs(torch: Any, layout: str, *, batch: int = 4, width: int = 64, page_size: int = 64,
@@ -152,17 +193,22 @@ def trtllm_call(decode: Callable, t: Inputs, max_seq_len: int, *, form: int = 16
     return decode(*head, backend="trtllm-gen", is_var_seq=True, uses_shared_paged_kv_idx=False, **counter)
 
 
-def vllm_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None) -> Any:
-    """vLLM's call: keywords only; the backend keyword only when forced (cute-dsl)."""
+def vllm_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None,
+              dcp: Optional[Dcp] = None) -> Any:
+    """vLLM's call: keywords only; the backend keyword only when forced (cute-dsl);
+    under DCP ``backend="cute-dsl"``, the DCP keywords and ``return_lse=True``."""
     extra: dict[str, Any] = {}
-    if backend is not None and backend != "auto":
+    if dcp is not None:
+        extra.update(backend="cute-dsl", enable_dcp=True, cp_world=dcp.world, cp_rank=dcp.rank,
+                     causal_seqlens_kv_global=dcp.global_seq_lens)
+    elif backend is not None and backend != "auto":
         extra["backend"] = backend
     elif t.page_size in (32, 64):
         extra.update(_only_accepted(decode, {"multi_ctas_kv_counter_buffer": t.counter_buffer}))
     return decode(query=t.query, kv_cache=t.kv_cache, workspace_buffer=t.workspace_buffer,
                   qk_nope_head_dim=QK_NOPE_HEAD_DIM, kv_lora_rank=KV_LORA_RANK, qk_rope_head_dim=QK_ROPE_HEAD_DIM,
                   block_tables=t.block_tables, seq_lens=t.seq_lens, max_seq_len=max_seq_len,
-                  bmm1_scale=0.1, bmm2_scale=1.0, return_lse=False, **extra)
+                  bmm1_scale=0.1, bmm2_scale=1.0, return_lse=dcp is not None, **extra)
 
 
 def sglang_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None) -> Any:
@@ -234,7 +280,9 @@ def batch_sizes(steps: int, low: int = 8, high: int = 64, seed: int = 0) -> list
 
 
 __all__ = [
-    "BACKENDS", "DEFAULT_BACKEND", "DISTRIBUTIONS", "HEADS", "HEAD_DIM", "Inputs", "KV_LORA_RANK", "LAYOUTS",
-    "QK_NOPE_HEAD_DIM", "QK_ROPE_HEAD_DIM", "accepted", "batch_sizes", "call", "lengths", "make_inputs", "resize",
-    "serving_lengths", "sglang_call", "sglang_width", "trtllm_call", "vllm_call",
+    "BACKENDS", "DEFAULT_BACKEND", "DISTRIBUTIONS", "Dcp", "HEADS", "HEAD_DIM", "Inputs", "KV_LORA_RANK", "LAYOUTS",
+    "QK_NOPE_HEAD_DIM", "QK_ROPE_HEAD_DIM", "SGLANG_WORKSPACE_BYTES", "VLLM_DCP_WORKSPACE_BYTES",
+    "VLLM_WORKSPACE_BYTES", "accepted", "batch_sizes", "call", "lengths", "make_inputs", "resize", "serving_lengths",
+    "sglang_call", "sglang_target_verify", "sglang_width", "trtllm_call", "vllm_call", "vllm_dcp_max_seq_len",
+    "vllm_width",
 ]
