@@ -26,7 +26,7 @@ logging handlers, otherwise as one ``fi_compat WARNING: ...`` line on stderr
 stderr and the interpreter exits with :data:`STRICT_EXIT_STATUS` before the
 application runs; an engine plugin re-raises instead, so the engine reports it.
 
-Cost: importing fi_compat's installer (wrapt, packaging; no torch, no
+Cost: importing fi_compat's public API (wrapt, packaging; no torch, no
 flashinfer) and one ``install()`` that registers a post-import hook, a few
 milliseconds per interpreter (docs/run.md has the measured figure).
 """
@@ -75,7 +75,9 @@ def install_at_startup(origin: str, *, exit_on_strict_failure: bool = True) -> N
     ``engine plugin``).  Strict failure: write the error and exit the
     interpreter (``exit_on_strict_failure``), or re-raise it."""
     try:
-        from .installer import install
+        # the public install, not the installer's: fi_compat.api also brings the
+        # call API, which FI_COMPAT_TRANSPARENT=1 needs (api.py says why)
+        from .api import install
 
         install()
     except Exception as exc:  # noqa: BLE001 - any failure must be reported, none may stop start-up

@@ -7,6 +7,7 @@ Every command here is a real interpreter started through the real
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -237,6 +238,27 @@ def test_options_reach_the_installer():
     size, policy = last_json(out.stdout)
     assert (size["value"], size["source"]) == (17, "environment")
     assert (policy["value"], policy["source"]) == ("bucket", "environment")
+
+
+def test_transparent_mode_reaches_flashinfer_in_a_fresh_process():
+    """``--transparent`` (FI_COMPAT_TRANSPARENT=1) through the start-up hook,
+    which installs with no fi_compat module imported beforehand: flashinfer's
+    decode function, imported afterwards, is routed through the call API."""
+    check = ("import json, sys, fi_compat\n"
+             "from fi_compat.testing import cpu_host\n"
+             "with cpu_host():\n"
+             "    import flashinfer.mla\n"
+             "from fi_compat import transparent\n"
+             "function = flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla  # the engines' name\n"
+             "print(json.dumps({'routed': transparent.unwrap(function) is not function, "
+             "'setting': fi_compat.status()['settings']['transparent']['value']}))")
+    if importlib.util.find_spec("flashinfer") is None:
+        pytest.skip("needs flashinfer-python installed")
+    for options, routed in ((["--transparent"], True), ([], False)):
+        out = fi_compat_run(options, [sys.executable, "-c", check], clean_environment())
+        assert out.returncode == 0, out.stderr
+        assert last_json(out.stdout) == {"routed": routed, "setting": routed}, (options, out.stderr)
+        assert "transparent mode comes with the call API" not in out.stderr
 
 
 def test_sitecustomize_finds_fi_compat_by_location_when_the_child_cannot_import_it(tmp_path):

@@ -1,4 +1,4 @@
-"""``fi-compat run [--strict] [--cache-size N] [--policy P] -- COMMAND ARGS...``
+"""``fi-compat run [--strict] [--cache-size N] [--policy P] [--transparent] -- COMMAND ARGS...``
 
 Runs COMMAND with fi_compat installed in every Python interpreter of its
 process tree, without a change to the command's code: the way
@@ -7,8 +7,9 @@ process tree, without a change to the command's code: the way
 How: the directory ``fi_compat/_sitecustomize`` goes first on ``PYTHONPATH``;
 its ``sitecustomize`` chains to the one that would otherwise have been
 imported, then calls ``fi_compat.install()`` (see :mod:`fi_compat.startup`).
-The options become ``FI_COMPAT_STRICT``, ``FI_COMPAT_CACHE_SIZE`` and
-``FI_COMPAT_MAX_SEQ_LEN_POLICY``; options not given leave the variables as the
+The options become ``FI_COMPAT_STRICT``, ``FI_COMPAT_CACHE_SIZE``,
+``FI_COMPAT_MAX_SEQ_LEN_POLICY`` and ``FI_COMPAT_TRANSPARENT`` (flashinfer's
+decode function routed through ``fi_compat.mla_decode``); options not given leave the variables as the
 environment has them.  Child processes inherit the environment, so
 subprocesses and multiprocessing / torch.multiprocessing *spawn* and
 *forkserver* workers install for themselves at start-up (forked workers
@@ -55,7 +56,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run", help="run a command with fi_compat installed in every Python process it starts",
         description=__doc__.split("\n\n")[0],
-        usage="fi-compat run [--strict] [--cache-size N] [--policy P] -- COMMAND [ARGS...]",
+        usage="fi-compat run [--strict] [--cache-size N] [--policy P] [--transparent] -- COMMAND [ARGS...]",
     )
     parser.add_argument("--strict", action="store_true",
                         help="a failed install stops the interpreter (FI_COMPAT_STRICT=1)")
@@ -63,6 +64,9 @@ def register(subparsers: Any) -> None:
                         help=f"bounded-cache capacity, 1 to {config.MAX_CACHE_SIZE} (FI_COMPAT_CACHE_SIZE)")
     parser.add_argument("--policy", choices=config.POLICIES, metavar="P",
                         help=f"max_seq_len policy: {', '.join(config.POLICIES)} (FI_COMPAT_MAX_SEQ_LEN_POLICY)")
+    parser.add_argument("--transparent", action="store_true",
+                        help="route flashinfer's MLA decode function through fi_compat.mla_decode, which binds "
+                             "arguments by name on any release (FI_COMPAT_TRANSPARENT=1)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS")
     parser.set_defaults(func=functools.partial(run, parser=parser))
 
@@ -82,7 +86,7 @@ def _variable(setting: str) -> str:
 
 
 def child_environment(environ: Mapping[str, str], *, strict: bool = False, cache_size: Optional[int] = None,
-                      policy: Optional[str] = None) -> dict[str, str]:
+                      policy: Optional[str] = None, transparent: bool = False) -> dict[str, str]:
     """The command's environment: ``environ`` with the sitecustomize
     directory first on ``PYTHONPATH`` (once, however often ``run`` is nested)
     and the given options as ``FI_COMPAT_*`` variables."""
@@ -96,6 +100,8 @@ def child_environment(environ: Mapping[str, str], *, strict: bool = False, cache
         env[_variable("cache_size")] = str(cache_size)
     if policy is not None:
         env[_variable("max_seq_len_policy")] = policy
+    if transparent:
+        env[_variable("transparent")] = "1"
     return env
 
 
@@ -112,7 +118,8 @@ def command_from(remainder: Sequence[str], parser: argparse.ArgumentParser) -> l
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     command = command_from(args.command, parser)
-    env = child_environment(os.environ, strict=args.strict, cache_size=args.cache_size, policy=args.policy)
+    env = child_environment(os.environ, strict=args.strict, cache_size=args.cache_size, policy=args.policy,
+                            transparent=args.transparent)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
