@@ -25,12 +25,8 @@ import argparse
 import inspect
 import itertools
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _common import CLOCKS, HOSTS, flashinfer_host, load_average, per_call_us_both, spread  # noqa: E402
+from _common import CLOCKS, HOSTS, flashinfer_host, load_average, per_call_us_both, spread
 
 WORKLOADS = (
     ("same max_seq_len every call", ("trtllm-gen",), True),

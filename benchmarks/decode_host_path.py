@@ -42,9 +42,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _common import CLOCKS, HOSTS, flashinfer_host, load_average, spread  # noqa: E402
+from _common import CLOCKS, HOSTS, flashinfer_host, load_average, spread
 
 VARIANTS = ("flashinfer", "fi_compat")
 COMBOS = ("trtllm:trtllm-gen", "vllm:auto", "vllm:trtllm-gen", "vllm:cute-dsl", "sglang:auto")

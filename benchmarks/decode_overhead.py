@@ -14,12 +14,8 @@ Two measurements, each side by side in one run (alternating, medians of 7):
 
 from __future__ import annotations
 
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _common import interleaved, per_call_us  # noqa: E402
+from _common import interleaved, per_call_us
 
 
 def main() -> int:

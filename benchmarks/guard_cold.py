@@ -1,6 +1,6 @@
 """Cold-run time of the pin-bump guard against a cached wheel.
 
-    python benchmarks/guard_cold.py [--release 0.7.4] [--runs 5]
+    python benchmarks/guard_cold.py [--release 0.7.4] [--runs 5]   # fi_compat installed (pip install -e .)
 
 Makes sure the release's wheel is in the wheel cache ($FI_COMPAT_WHEEL_CACHE,
 default ~/.cache/fi_compat/wheels; downloaded once if missing), then times
@@ -32,7 +32,6 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
 
-    sys.path.insert(0, str(REPO))
     from fi_compat.commands.guard.fetch import default_cache_dir, fetch
 
     wheel = fetch(args.release, default_cache_dir())

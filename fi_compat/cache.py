@@ -19,6 +19,11 @@ from typing import Any, Callable, Hashable, Optional
 
 _live_caches: "weakref.WeakSet[BoundedCache]" = weakref.WeakSet()
 
+#: How many identities a keep_identity cache remembers per entry it holds: as
+#: many as the nearest-profile rows hold per entry (bounds.py, ``scale=16``),
+#: the identity-keyed caches whose keys keep those values alive.
+IDENTITY_SCALE = 16
+
 MISSING: Any = object()
 """What :meth:`BoundedCache.lookup` returns for a key it does not hold."""
 
@@ -78,8 +83,11 @@ class BoundedCache:
         # keep_identity: values evicted from the LRU but still alive elsewhere
         # (held by flashinfer's identity-keyed autotuner caches) are handed out
         # again for their key, so the key keeps meaning one object.  Weak: it
-        # never keeps a value alive, so the bound on what fi_compat holds stays.
+        # never keeps a value alive; capped: a caller that keeps every value
+        # alive cannot grow it past IDENTITY_SCALE x maxsize keys (the oldest
+        # goes; its key then builds a new object, as flashinfer alone would).
         self._identities: Optional[weakref.WeakValueDictionary] = weakref.WeakValueDictionary() if keep_identity else None
+        self._identity_cap = IDENTITY_SCALE * maxsize
         self._lock = threading.Lock()
         # itertools.count steps in one C call: an exact hit count without the lock
         self._hit_count = itertools.count(1)
@@ -189,6 +197,12 @@ class BoundedCache:
                 self._identities[key] = value
             except TypeError:  # a value that cannot be weakly referenced keeps no identity
                 pass
+            while len(self._identities) > self._identity_cap:
+                for oldest in self._identities:  # insertion order: the oldest first
+                    break
+                else:
+                    break
+                self._identities.pop(oldest, None)
 
     def clear(self) -> None:
         with self._lock:

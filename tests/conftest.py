@@ -3,7 +3,7 @@ come from fi_compat's pytest plugin (pytest11 entry point)."""
 
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,24 @@ import pytest
 from fi_compat.commands.guard.errors import FetchError
 from fi_compat.commands.guard.fetch import default_cache_dir, fetch
 
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def load(monkeypatch):
+    """``load(name)``: scripts/<name>.py loaded by path, with scripts/ on
+    sys.path for the test as when the script runs (each imports its sibling
+    ``_common``)."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+
+    def load_script(name: str):
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load_script
 
 
 @pytest.fixture(autouse=True)

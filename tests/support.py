@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from types import ModuleType
 from typing import Any
 
 from packaging.version import Version

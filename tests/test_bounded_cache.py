@@ -160,3 +160,18 @@ def test_a_key_present_while_threads_contend_is_one_object(fine_grained_switchin
     stats = cache.stats()
     assert stats.hits + stats.misses == THREADS * 50
     assert 1 <= stats.misses <= THREADS  # at most one concurrent first miss per thread
+
+
+def test_identities_stay_bounded_when_the_caller_keeps_every_value_alive():
+    """keep_identity remembers at most IDENTITY_SCALE x maxsize evicted values,
+    however many the caller holds; within that window an evicted key still
+    returns its object, past it the key builds a new one."""
+    from fi_compat.cache import IDENTITY_SCALE
+
+    cache = BoundedCache("t", 4, keep_identity=True)
+    held = [cache.get_or_compute(key, Value, key) for key in range(1_000)]
+    assert len(cache._identities) == IDENTITY_SCALE * 4
+    oldest_remembered = 1_000 - IDENTITY_SCALE * 4
+    assert cache.get_or_compute(oldest_remembered, Value, oldest_remembered) is held[oldest_remembered]
+    assert cache.get_or_compute(0, Value, 0) is not held[0]
+    assert len(cache._identities) <= IDENTITY_SCALE * 4 and len(cache) <= 4

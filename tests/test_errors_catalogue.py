@@ -4,17 +4,17 @@ messages the rows produce."""
 
 from __future__ import annotations
 
-import os
-import sys
+from pathlib import Path
 
 import pytest
 
 import errors_catalogue
 from errors_catalogue import ROWS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import generate_errors_doc as gen_errors_doc  # noqa: E402
+
+@pytest.fixture
+def gen_errors_doc(load):
+    return load("generate_errors_doc")
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
@@ -31,8 +31,7 @@ def test_row_ids_are_unique():
     assert len({row.id for row in ROWS}) == len(ROWS)
 
 
-def test_docs_errors_md_is_generated_from_the_catalogue():
-    with open(os.path.join(ROOT, "docs", "errors.md"), encoding="utf-8") as handle:
-        written = handle.read()
+def test_docs_errors_md_is_generated_from_the_catalogue(gen_errors_doc):
+    written = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text(encoding="utf-8")
     assert written == gen_errors_doc.render(), (
         "docs/errors.md is out of date: run `python scripts/generate_errors_doc.py`")

@@ -3,28 +3,10 @@ compatibility-doc generator (scripts/generate_compatibility.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def load(monkeypatch):
-    """``load(name)``: scripts/<name>.py by path.  scripts/ is on sys.path for
-    the test (each script imports its sibling ``_common``, as it does when run)."""
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-
-    def load_script(name: str):
-        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    return load_script
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>

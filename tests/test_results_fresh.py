@@ -5,7 +5,6 @@ the CI's representative release set (scripts/run_cpu_matrix.py --ci)."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -16,21 +15,6 @@ from packaging.version import Version
 from fi_compat.release_list import CI_RELEASES, MATRIX_RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def load(monkeypatch):
-    """``load(name)``: scripts/<name>.py by path, with scripts/ on sys.path as
-    when the script runs (it imports its sibling ``_common``)."""
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-
-    def load_script(name: str):
-        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    return load_script
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def report_text(timed: dict[str, dict], traced: dict[str, dict], options: dict[s
         f"fi-compat soak: flashinfer {next(iter(timed.values()))['flashinfer']}, layout {options['layout']}, backend "
         f"{options['backend']}, batch size {low if low == high else f'{low}-{high} (varies per batch)'}, "
         f"context {options['context']:,}, distribution {options['distribution']}, seed {options['seed']}, "
-        f"maxsize {options['maxsize']}" + (f", call API (policy {options['policy']})" if options["call_api"] else ""),
+        f"cache size {options['cache_size']}" + (f", call API (policy {options['policy']})" if options["call_api"] else ""),
         "",
         f"{'':34}" + "".join(f"{variant:>20}" for variant in timed),
     ]
@@ -186,7 +186,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--unpatched-steps", type=_positive, default=None,
                         help="run fewer batches on the unpatched side (the report says so)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--maxsize", type=_positive, default=None, help="fi_compat cache size (default: FI_COMPAT_CACHE_SIZE or 256)")
+    parser.add_argument("--cache-size", type=_positive, default=None, metavar="N",
+                        help="fi_compat cache size (default: FI_COMPAT_CACHE_SIZE or 256)")
     parser.add_argument("--call-api", action="store_true",
                         help="the fi_compat side calls fi_compat.mla_decode (with --policy) instead of flashinfer's function")
     parser.add_argument("--policy", choices=("exact", "bucket", "capacity"), default="exact",
@@ -222,12 +223,12 @@ def run(args: argparse.Namespace) -> int:
               "trtllm-gen (separate K/V page tables, which cute-dsl does not take); use --layout vllm or sglang",
               file=sys.stderr)
         return 2
-    maxsize = config.resolve("cache_size", args.maxsize).value
+    cache_size = config.resolve("cache_size", args.cache_size).value
     lengths = workload.lengths(distribution, args.context, steps, args.seed)
     low, high = args.batch_sizes
     sizes = workload.batch_sizes(len(lengths), low, high, args.seed) if low != high else [low] * len(lengths)
     progress = args.progress if args.progress is not None else (sys.stderr.isatty() or len(lengths) >= 20_000)
-    options = {"context": args.context, "distribution": distribution, "seed": args.seed, "maxsize": maxsize,
+    options = {"context": args.context, "distribution": distribution, "seed": args.seed, "cache_size": cache_size,
                "policy": args.policy, "call_api": args.call_api, "layout": args.layout, "backend": backend,
                "batch_range": [low, high], "progress": progress}
     variants = VARIANTS if args.variant == "both" else (args.variant,)

@@ -106,7 +106,7 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
     lengths, sizes = options["lengths"], options["batch_sizes"]
     layout, backend = options["layout"], options["backend"]
     if variant == "fi_compat":
-        fi_compat.install(maxsize=options["maxsize"], max_seq_len_policy=options["policy"])
+        fi_compat.install(cache_size=options["cache_size"], max_seq_len_policy=options["policy"])
     with cpu_host() as host:
         import flashinfer
         import flashinfer.mla

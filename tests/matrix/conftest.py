@@ -21,8 +21,10 @@ Markers: ``gpu`` (needs a CUDA device), ``mla_kernel`` (launches an MLA
 decode kernel: SM100/SM103 only).
 
 ``FI_COMPAT_MATRIX_LENGTHS`` (fixture ``fi_matrix_lengths``): how many batches
-(distinct per-batch lengths) each long replay pass runs; default 4,000, the
-full matrix.  A CI with less time sets it lower (at least 200).
+(distinct per-batch lengths) each long replay pass runs; default 2,000, which
+separates linear growth from a bound by three orders of magnitude; at least
+1,500 (the census's sweep of every K-tile class and profile step, then a steady
+state).
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ NEEDS_SM100 = "needs SM100/SM103"
 NEEDS_CUDA = "needs a CUDA device (run by nox -s gpu_matrix)"
 
 
-DEFAULT_MATRIX_LENGTHS = 4_000
-MIN_MATRIX_LENGTHS = 200
+DEFAULT_MATRIX_LENGTHS = 2_000
+MIN_MATRIX_LENGTHS = 1_500
 
 
 def matrix_lengths() -> int:
@@ -93,7 +95,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def fi_matrix_lengths() -> int:
-    """Batches per long replay pass (``FI_COMPAT_MATRIX_LENGTHS``, default 4,000)."""
+    """Batches per long replay pass (``FI_COMPAT_MATRIX_LENGTHS``, default 2,000)."""
     return matrix_lengths()
 
 

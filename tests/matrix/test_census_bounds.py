@@ -6,8 +6,8 @@ batch sizes (and, for SGLang, block-table widths), first without fi_compat and
 then with it.  The evidence is flashinfer's own caches, counted by
 :func:`fi_compat.census.take`, and tracemalloc; never fi_compat's statistics.
 
-Design, for CI's budget (``FI_COMPAT_MATRIX_LENGTHS``: 2,000 distinct lengths
-by default, 20,000 for the full run):
+Design, for CI's budget (``FI_COMPAT_MATRIX_LENGTHS``, fixture ``fi_matrix_lengths``:
+2,000 distinct lengths by default, more for a longer run):
 
 * the lengths start with a sweep that reaches every K-tile class and every
   step of the profile ladder (``decode_driver.schedule``), so the
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import gc
 import inspect
-import os
 import sys
 import time
 import tracemalloc
@@ -57,9 +56,6 @@ from decode_driver import Driver
 
 torch = pytest.importorskip("torch")
 
-LENGTHS = int(os.environ.get("FI_COMPAT_MATRIX_LENGTHS", "2000"))
-if LENGTHS < 1500:
-    raise pytest.UsageError(f"FI_COMPAT_MATRIX_LENGTHS={LENGTHS}: at least 1500 (the sweep, then a steady state)")
 UNPATCHED = 64
 TURNOVER, WINDOW = 64, 128
 #: Lengths after the sweep before Python blocks are counted: where flashinfer's
@@ -199,11 +195,12 @@ def frozen_heap():
 @pytest.mark.census
 @pytest.mark.parametrize("layout,backend,mode", COMBINATIONS, ids=["/".join(c) for c in COMBINATIONS])
 def test_bounded_on_every_path(layout, backend, mode, core, decode_function, release, fresh_flashinfer_caches,
+                               fi_matrix_lengths,
                                quiet_launches, matrix_report):
-    context = decode_driver.context_for(LENGTHS)
+    context = decode_driver.context_for(fi_matrix_lengths)
     driver = Driver(torch, decode_function, layout, backend, mode, context=context)
     accepted_or_skip(driver, release)
-    lengths, batches = decode_driver.schedule(LENGTHS, context)
+    lengths, batches = decode_driver.schedule(fi_matrix_lengths, context)
 
     fresh_flashinfer_caches.clear()
     alone = run_alone(driver, lengths[-UNPATCHED:], batches[-UNPATCHED:])
@@ -242,7 +239,7 @@ def test_bounded_on_every_path(layout, backend, mode, core, decode_function, rel
         assert alone["entries"] < UNPATCHED // 10, ("flashinfer alone grew per length", alone["growth"])
 
     matrix_report.append({
-        "release": str(release), "layout": layout, "backend": backend, "mode": mode, "lengths": LENGTHS,
+        "release": str(release), "layout": layout, "backend": backend, "mode": mode, "lengths": fi_matrix_lengths,
         "alone_entries_per_length": round(alone["entries"] / UNPATCHED, 2),
         "alone_blocks_per_length": round(alone["blocks_per_length"], 2),
         "bounded_bytes_per_length": round(per_length, 1), "bounded_window": bounded["window"],

@@ -9,7 +9,7 @@ reached the two ways those engines' users can adopt it without editing the engin
 * **``fi-compat run``** (the default settings, not transparent), in a child
   process started as ``python -m fi_compat run -- python replay_child.py``.
 
-Each replay runs ``FI_COMPAT_MATRIX_LENGTHS`` batches (default 4,000; the child
+Each replay runs ``FI_COMPAT_MATRIX_LENGTHS`` batches (default 2,000; the child
 half as many per engine) from :mod:`engine_replay`, through flashinfer alone
 and through fi_compat, and asserts: no flashinfer cache grows by more than
 fi_compat's cache size (:data:`engine_replay.CACHE_SIZE`) while flashinfer

@@ -6,7 +6,7 @@ run TensorRT-LLM's decode batches on the installed real release with the workaro
 fi_compat (a TensorRT-LLM process: the workaround installs when its module is
 imported) and after it.
 
-Batches: ``FI_COMPAT_MATRIX_LENGTHS`` per pass (default 4,000; see
+Batches: ``FI_COMPAT_MATRIX_LENGTHS`` per pass (default 2,000; see
 tests/matrix/conftest.py), batch sizes 8-64, per-batch max_seq_len uniform in
 [1, 131072], TensorRT-LLM's 16-positional call, through flashinfer's own
 function and through ``fi_compat.mla_decode``.  Memory is measured in a traced
