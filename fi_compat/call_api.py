@@ -35,7 +35,8 @@ from typing import Any, Optional
 from . import installer, transparent
 from .binding import Binding
 from .config import check_policy
-from .errors import DefaultMismatchWarning, warn
+from .adapters.base import Plan
+from .errors import DefaultMismatchWarning, UnsupportedReleaseWarning, warn
 from .policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
 from .specs import CORE_MODULE, DECODE, TUNING_CONFIG_BUILDER, FunctionSpec
 
@@ -243,7 +244,29 @@ def mla_decode_in_installed_order(*args: Any, **kwargs: Any) -> Any:
     return mla_decode(*args, **kwargs)
 
 
+def _transparent_plan(settings: Any) -> Any:
+    """Transparent mode's plan, unless the installed decode function cannot be
+    bound by name (a required parameter fi_compat does not know, ...): routing
+    flashinfer's callers through the call API would then turn each of their
+    working calls into an error.  The function is left as it is, with one
+    WARNING naming release, function and difference; strict: the error.
+    Cost: one signature comparison."""
+    from .release_detection import detect_release  # noqa: PLC0415  (cheap: package metadata)
+
+    core = sys.modules[CORE_MODULE]
+    function = transparent.unwrap(getattr(core, DECODE.name))
+    check = Binding(DECODE, function, api_name=_KINDS[DECODE_KIND][1], release=str(detect_release()))
+    if check.error is not None:
+        if settings["strict"].value:
+            raise check.error
+        message = f"transparent mode not installed: {check.error}"
+        logger.warning("fi_compat: %s", message)
+        warn(message, UnsupportedReleaseWarning)
+        return Plan()
+    return transparent.plan(mla_decode_in_installed_order)
+
+
 installer.register_plan_provider(
     "transparent", lambda settings: bool(settings["transparent"].value),
-    lambda: transparent.plan(mla_decode_in_installed_order),
+    lambda: _transparent_plan(installer.settings()),
 )

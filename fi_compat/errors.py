@@ -83,11 +83,13 @@ class FiCompatWarning(UserWarning):
 
 
 class UnverifiedReleaseWarning(FiCompatWarning):
-    """The release lies outside every verified range but its signatures match an adapter."""
+    """The release lies outside the releases the matrix verified, but the
+    signatures of what fi_compat bounds match: bounded, unverified."""
 
 
 class UnsupportedReleaseWarning(FiCompatWarning):
-    """Nothing matches the installed release; flashinfer was left untouched."""
+    """A function of the installed release differs from what fi_compat knows:
+    that cache (or transparent mode) was left untouched, the rest installed."""
 
 
 class DefaultMismatchWarning(FiCompatWarning):
@@ -96,8 +98,10 @@ class DefaultMismatchWarning(FiCompatWarning):
 
 
 #: Top-level packages whose frames a warning never points at: fi_compat itself,
-#: wrapt (proxies, post-import hooks) and the import machinery.
-_INTERNAL_PACKAGES = frozenset({"fi_compat", "wrapt", "importlib"})
+#: wrapt (proxies, post-import hooks), the import machinery, and contextlib (a
+#: ``with`` over a fi_compat context manager that imports flashinfer on entry,
+#: such as ``fi_compat.testing.cpu_host()``: the user's line is the ``with``).
+_INTERNAL_PACKAGES = frozenset({"fi_compat", "wrapt", "importlib", "contextlib"})
 
 
 def _is_internal(frame: object) -> bool:

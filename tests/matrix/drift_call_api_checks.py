@@ -177,11 +177,15 @@ def _transparent_round(fi_compat: Any, core: Any, host: Any, torch: Any) -> dict
     the *installed* signature (positional in its order, keywords after)."""
     import flashinfer.mla
 
+    from fi_compat import transparent
+
     fi_compat.install(transparent=True)
     state = fi_compat.status()["state"]
-    if state != "installed":
+    patched = getattr(flashinfer.mla, DECODE.name)
+    routed = transparent.unwrap(patched) is not patched
+    if state != "installed" or not routed:  # refused: the call API cannot bind this release's function
         fi_compat.uninstall()
-        return {"state": state}
+        return {"state": state, "routed": routed}
     t = decode_inputs(torch, page_size=32, width=64)
     values = dict(query=t["query"], kv_cache=t["kv_cache"], workspace_buffer=t["workspace_buffer"], qk_nope_head_dim=128,
                   kv_lora_rank=512, qk_rope_head_dim=64, block_tables=t["block_tables"], seq_lens=t["seq_lens"],
@@ -197,11 +201,10 @@ def _transparent_round(fi_compat: Any, core: Any, host: Any, torch: Any) -> dict
         positional.append(name)
     keywords = {n: values[n] for n in values if n in installed and n not in positional}
     given = {n: values[n] for n in [*positional, *keywords]}
-    patched = getattr(flashinfer.mla, DECODE.name)
     outcome = observe(lambda: patched(*[values[n] for n in positional], **keywords), target, DECODE, given,
                       host.recorder)
     fi_compat.uninstall()
-    return {"state": state, "positional": positional, "outcome": outcome}
+    return {"state": state, "routed": routed, "positional": positional, "outcome": outcome}
 
 
 # --------------------------------------------------------------------------- entry points (run in the child)
@@ -223,7 +226,9 @@ def check_release(strict_refusal: bool = True) -> dict:
 
         report: dict = {"version": flashinfer.__version__, "decode": {}, "builder": {}}
         report["decode"]["implicit"] = _decode_round(fi_compat, core, host, torch, 300)
-        report["state_implicit"] = fi_compat.status()["state"]
+        implicit = fi_compat.status()
+        report["state_implicit"] = implicit["state"]
+        report["verdicts_implicit"] = {row["name"]: row["verdict"] for row in implicit["bounds"]}
         report["builder"]["implicit"] = {
             form: {k: v for k, v in outcome.items() if k != "violations"} if "raised" in outcome else {"ok": True}
             for form, outcome in _builder_round(fi_compat, core, torch, 0).items()
@@ -261,12 +266,14 @@ def install_warnings() -> dict:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fi_compat.install()
-        with cpu_host():
-            import_line = sys._getframe().f_lineno + 1
-            import flashinfer.mla  # noqa: F401  (the hook runs here)
+        import_line = sys._getframe().f_lineno + 1
+        with cpu_host():  # imports flashinfer on entry: the hook runs here
+            import flashinfer.mla  # noqa: F401
         found["hook"] = [(w.category.__name__, w.filename, w.lineno) for w in caught
                          if issubclass(w.category, fi_compat.FiCompatWarning)]
-        found["hook_state"] = fi_compat.status()["state"]
+        hooked = fi_compat.status()
+        found["hook_state"] = hooked["state"]
+        found["hook_verdicts"] = {row["name"]: row["verdict"] for row in hooked["bounds"]}
         del caught[:]
         fi_compat.uninstall()
         install_line = sys._getframe().f_lineno + 1

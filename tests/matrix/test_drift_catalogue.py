@@ -121,6 +121,14 @@ def test_synthetic_release_binds_by_name_or_raises_before_flashinfer(edit, serve
         if ("raised" in outcome) != (_expected(builder_table, form) != "ok"):
             problems.append(f"builder implicit {form}: {outcome}")
     transparent = report["transparent"]
+    refused = _expected(decode_table, "*") != "ok"  # the call API cannot bind this release's decode function
+    if transparent["state"] == "installed":
+        # routing flashinfer's callers into a call API that refuses them would break
+        # their working calls: transparent mode stays out, with a warning saying why
+        assert transparent["routed"] is not refused, transparent
+        refusals = [w for w in report["warnings"] if "transparent mode not installed" in w["message"]]
+        assert len(refusals) == refused and all(_expected(decode_table, "*")[1] in w["message"] for w in refusals), \
+            report["warnings"]
     if "outcome" in transparent:
         problems += _check_round("transparent", "installed-order", {"trtllm-positional": transparent["outcome"]}, {})
     if edit.name in TRANSPARENT_EXERCISED:
@@ -142,24 +150,32 @@ def test_synthetic_release_binds_by_name_or_raises_before_flashinfer(edit, serve
         assert changed == []
 
 
-def test_refused_releases_are_refused(server, core_text, tmp_path_factory):
-    """The catalogue's 'unsupported' and 'refused' states exist: a parameter
-    swap is a signature mismatch for the installer, so the implicit install
-    leaves flashinfer untouched and a strict install raises (and the decode
-    checks above ran against the untouched release in both states)."""
-    _, report = report_for(drift.EDITS_BY_NAME["decode-swap-scales"], server, core_text, tmp_path_factory)
+def test_a_changed_row_is_left_alone_and_a_strict_install_refuses(server, core_text, tmp_path_factory):
+    """A parameter swap in a function fi_compat memoizes (the tuning-config
+    builder) is a signature mismatch for the installer: the implicit install
+    leaves that row untouched and bounds the rest, a strict install raises
+    with nothing installed (and the decode checks above ran in both states).
+    The decode function is not patched by the installer; its drift is the
+    call API's (the EXPECTED table)."""
+    _, report = report_for(drift.EDITS_BY_NAME["builder-swap"], server, core_text, tmp_path_factory)
     assert report["strict_install"].startswith("SignatureMismatchError: ")
+    assert "_build_mla_decode_tuning_config" in report["strict_install"]
     assert set(report["decode"]) == {"implicit", "uninstalled", "refused"}
-    # the implicit install refused it too: mla_decode ran on the unsupported, untouched release
-    assert report["state_implicit"] == "unsupported"
+    assert report["state_implicit"] == "installed"
+    assert report["verdicts_implicit"]["builder"] == "mismatch", report["verdicts_implicit"]
+    assert any(w["category"] == "UnsupportedReleaseWarning" and "_build_mla_decode_tuning_config" in w["message"]
+               for w in report["warnings"]), report["warnings"]
 
 
 def test_install_warnings_point_at_the_import_and_install_lines(server, core_text, tmp_path_factory):
-    synthetic = release(drift.EDITS_BY_NAME["decode-swap-scales"], core_text, tmp_path_factory)
+    synthetic = release(drift.EDITS_BY_NAME["builder-swap"], core_text, tmp_path_factory)
     found = server.run(synthetic.site, f"{CHECKS}:install_warnings")
-    assert found["hook_state"] == "unsupported"
-    assert [(f, line) for _, f, line in found["hook"]] == [(found["file"], found["import_line"])]
-    assert [(f, line) for _, f, line in found["install"]] == [(found["file"], found["install_line"])]
+    assert found["hook_verdicts"]["builder"] == "mismatch", found
+    # the mismatch, and the synthetic release being unverified for the rest
+    for where, line in (("hook", found["import_line"]), ("install", found["install_line"])):
+        assert sorted(category for category, _, _ in found[where]) == ["UnsupportedReleaseWarning",
+                                                                       "UnverifiedReleaseWarning"], found[where]
+        assert {(f, at) for _, f, at in found[where]} == {(found["file"], line)}, found[where]
 
 
 def test_wheel_of_a_synthetic_release(core_text, tmp_path_factory):
