@@ -4,8 +4,8 @@
 public names are loaded on first use.
 
     import fi_compat
-    fi_compat.install()            # bound flashinfer's tuning-config memo
-    fi_compat.status()             # what was chosen, why, cache statistics
+    fi_compat.install()            # bound every cache of flashinfer's MLA decode host path
+    fi_compat.status()             # the verdict on each cache, what is patched, cache statistics
     fi_compat.doctor_report()      # the same and more, as text for a log
     from fi_compat import mla_decode
 

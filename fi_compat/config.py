@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 
 DEFAULT_CACHE_SIZE = 256
 """Bounded-cache capacity.  With the profile-length ladder (see
-``fi_compat.adapters.common``) a 1M-token context needs about 160 entries, so
+:func:`fi_compat.adapters.keys.profile_ladder`) a 1M-token context needs about 160 entries, so
 256 holds a whole context range without eviction (about 0.5 MiB)."""
 
 MAX_CACHE_SIZE = 1 << 20

@@ -16,7 +16,9 @@ class FiCompatError(Exception):
 
 
 class UnsupportedReleaseError(FiCompatError):
-    """No adapter fits the installed flashinfer release (strict mode)."""
+    """Strict mode: a cache fi_compat bounds cannot be bounded on the installed
+    release for a reason other than its signature (a changed or missing
+    function raises :class:`SignatureMismatchError`)."""
 
     def __init__(self, release: str | None, detail: str) -> None:
         self.release = release
@@ -29,7 +31,9 @@ class UnsupportedReleaseError(FiCompatError):
 
 
 class SignatureMismatchError(FiCompatError):
-    """A flashinfer function's parameters differ from every known layout."""
+    """A flashinfer function fi_compat bounds changed its parameters or is missing
+    (strict mode), or the call API cannot bind a call to the installed function
+    by name."""
 
     def __init__(
         self,
@@ -83,13 +87,14 @@ class FiCompatWarning(UserWarning):
 
 
 class UnverifiedReleaseWarning(FiCompatWarning):
-    """The release lies outside the releases the matrix verified, but the
-    signatures of what fi_compat bounds match: bounded, unverified."""
+    """Signatures match, but the release matrix never ran this release for a
+    cache fi_compat bounds (or the function was found moved); it is bounded anyway."""
 
 
 class UnsupportedReleaseWarning(FiCompatWarning):
-    """A function of the installed release differs from what fi_compat knows:
-    that cache (or transparent mode) was left untouched, the rest installed."""
+    """A cache fi_compat bounds was left unbounded (its function changed or is
+    missing); the other caches are bounded.  Also: transparent mode left out where the
+    call API cannot bind the installed decode function."""
 
 
 class DefaultMismatchWarning(FiCompatWarning):

@@ -12,8 +12,8 @@ When they disagree the code wins over the metadata: adapters patch the
 functions that will actually run, and a source checkout on ``PYTHONPATH`` or an
 editable install rebuilt from a newer commit keeps stale metadata.  The
 disagreement is logged at WARNING and kept in :class:`ReleaseInfo` so
-``fi-compat doctor`` shows it.  Whatever wins, the adapter is still confirmed
-against the real function signatures at install time.
+``fi-compat doctor`` shows it.  Whatever wins, each bounded cache is still
+judged against the real function signatures at install time.
 
 Cost: one metadata lookup and, if a package directory exists, one small file
 read; no import of torch or flashinfer.

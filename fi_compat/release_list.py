@@ -1,9 +1,10 @@
 """The release lists, in one place.
 
 ``MATRIX_RELEASES`` is what ``nox -s matrix`` runs (one session each) and what
-the adapters' verified ranges may claim: ``tests/test_release_list.py`` fails
-when a matrix release is covered by no adapter, or when a range covers a
-published release that is not in the matrix.
+the verified ranges of :data:`fi_compat.bounds.BOUNDS` may claim:
+``tests/test_release_list.py`` fails when a matrix release has a bounded
+cache's function but lies outside that row's verified range, or when a range
+covers a published release that is not in the matrix.
 
 ``PUBLISHED_RELEASES`` is every flashinfer-python release from 0.6.13 on, as
 the package index listed them on 2026-12-02 (``pip index versions
