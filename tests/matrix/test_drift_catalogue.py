@@ -181,7 +181,7 @@ def test_install_warnings_point_at_the_import_and_install_lines(server, core_tex
 def test_wheel_of_a_synthetic_release(core_text, tmp_path_factory):
     """What the guard reads: METADATA with the synthetic version and the edited
     core module, found by the guard's own wheel reader."""
-    from fi_compat.commands.guard.wheel import WheelSources
+    from fi_compat.commands.guard.wheel import WheelSources, lookup_for
     from fi_compat.specs import DECODE
 
     synthetic = release(drift.EDITS_BY_NAME["decode-swap-scales"], core_text, tmp_path_factory)
@@ -191,6 +191,6 @@ def test_wheel_of_a_synthetic_release(core_text, tmp_path_factory):
         assert f"{drift.DISTRIBUTION}-{synthetic.version}.dist-info/RECORD" in archive.namelist()
     with WheelSources.open(path) as wheel:
         assert wheel.metadata_version == synthetic.version
-        found = wheel.find(DECODE.module, DECODE.name)
-    names = [p.name for p in found.params]
+        found = lookup_for(wheel)(DECODE)
+    names = [p.name for p in found.function.params]
     assert names.index("bmm2_scale") < names.index("bmm1_scale")
