@@ -28,12 +28,12 @@ PUBLISHED_RELEASES: tuple[str, ...] = (
     "0.7.0", "0.7.0.post1", "0.7.1", "0.7.2", "0.7.2.post1", "0.7.4",
 )
 
-# Every published release the adapters claim: verified means "ran here".
+# Every published release fi_compat supports: verified means "ran here".
 MATRIX_RELEASES: tuple[str, ...] = PUBLISHED_RELEASES
 
 DEFAULT_RELEASE = "0.6.18"
 
-#: One release per behaviour the adapters and the call API must handle, each
+#: One release per behaviour the bounds and the call API must handle, each
 #: the first (or last) of its kind, so a change that breaks one kind fails CI:
 CI_RELEASES: tuple[str, ...] = (
     # oldest: fresh TuningConfig per call (colliding nearest-profile memo),
@@ -45,7 +45,7 @@ CI_RELEASES: tuple[str, ...] = (
     # multi_ctas_kv_counter_buffer.
     "0.6.15",
     # first functools.cache'd _mla_decode_tuning_config (3 parameters): the
-    # cached-config adapter starts here; 0.6.15's version number with a
+    # tuning-config row starts here; 0.6.15's version number with a
     # different layout (post-releases are releases: never compare by string).
     "0.6.15.post1",
     # 15-parameter builder and 8-parameter config memo (sparse MLA, DCP); the

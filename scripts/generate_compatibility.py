@@ -78,11 +78,11 @@ def bytes_cell(growth: Optional[dict[str, Any]], site: str) -> str:
     return f"{fmt(without)} → {fmt(with_)}"
 
 
-def adapter_of(*results: Optional[dict[str, Any]]) -> str:
+def bounded_of(*results: Optional[dict[str, Any]]) -> str:
+    """The caches fi_compat bounds on the release (bounds.py row names)."""
     for r in results:
-        if r is not None and r.get("adapter"):
-            a = r["adapter"]
-            return ", ".join(a) if isinstance(a, list) else a
+        if r is not None and r.get("bounded"):
+            return ", ".join(r["bounded"])
     return "—"
 
 
@@ -156,13 +156,13 @@ def render(results_dir: Path) -> str:
         "`backend=\"auto\"` on SM100). *decode*: `trtllm_batch_decode_with_kv_cache_mla` called as TensorRT-LLM",
         "calls it (`backend=\"trtllm-gen\"`), launch stubbed. GPU columns come from the GPU run where there is one.",
         "",
-        "| release | adapter | CPU verified | growth CPU, builder | growth CPU, decode | GPU verified | growth GPU, builder | growth GPU, decode |",
+        "| release | caches fi_compat bounds | CPU verified | growth CPU, builder | growth CPU, decode | GPU verified | growth GPU, builder | growth GPU, decode |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for release in releases:
         c, g = cpu.get(release), gpu.get(release)
         out.append(
-            f"| {release} | {adapter_of(c, g)} | {verdict(c)} | {bytes_cell(c and c.get('growth'), 'builder')} "
+            f"| {release} | {bounded_of(c, g)} | {verdict(c)} | {bytes_cell(c and c.get('growth'), 'builder')} "
             f"| {bytes_cell(c and c.get('growth'), 'decode')} | {verdict(g, with_device=True)} "
             f"| {bytes_cell(g and g.get('growth'), 'builder')} | {bytes_cell(g and g.get('growth'), 'decode')} |"
         )

@@ -147,8 +147,8 @@ def run_phase(device: str, phase: str, warmup: int, distinct: int) -> dict[str, 
         result["flashinfer"] = getattr(flashinfer, "__version__", None)
         if phase == "with":
             status = fi_compat.install()
-            result["fi_compat"] = {"state": status.get("state"), "adapter": status.get("adapter"),
-                                   "outcome": status.get("outcome")}
+            result["fi_compat"] = {"state": status.get("state"), "outcome": status.get("outcome"),
+                                   "patched": status.get("patched")}
         t = make_inputs(torch, device)
         sites = {"decode": decode_call(flashinfer, t), "builder": builder_call(_core, t)}
         tracemalloc.start()

@@ -8,7 +8,7 @@ skipped; GPU: no shim, ``gpu`` tests included), then
 ``scripts/measure_growth.py``, and writes ``RESULTS/<release>.json``::
 
     {"schema": 2, "platform": "cpu"|"gpu", "release": "0.6.18",
-     "adapter": "cached-config-0.6.18", "device": "...", "python": "3.11.7",
+     "bounded": ["tuning-config", "builder", ...], "device": "...", "python": "3.11.7",
      "torch": "2.13.0+cpu", "command": "...", "date": "2026-12-02",
      "fingerprint": {"code": "<sha256>", "suite": "<sha256>"},
      "seconds": {"pytest": 81.2, "growth": 30.5},
@@ -114,6 +114,20 @@ def version_of(distribution: str) -> str | None:
         return None
 
 
+def bounded_rows(release: Any) -> list[str]:
+    """The bounds.py rows fi_compat bounds on the installed release, judged from
+    its source by the same lookup as the guard (flashinfer is not imported)."""
+    import importlib.util
+
+    from fi_compat.bounds import BOUND, judge_release
+    from fi_compat.lookup import DirectoryReader, source_lookup
+
+    spec = importlib.util.find_spec("flashinfer")
+    reader = DirectoryReader.for_package_dir(list(spec.submodule_search_locations)[0])
+    return [verdict.bound.name for verdict in judge_release(source_lookup(reader), release).rows
+            if verdict.kind == BOUND]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--platform", choices=("cpu", "gpu"), required=True)
@@ -127,13 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     from packaging.version import Version
 
     import fi_compat
-    from fi_compat.adapters import adapters_for_release
 
     release = version_of("flashinfer-python")
     if release is None:
         print("run_release_suite: flashinfer-python is not installed here", file=sys.stderr)
         return 2
-    adapters = [a.name for a in adapters_for_release(Version(release))]
+    bounded = bounded_rows(Version(release))
     if args.platform == "gpu":
         # Never record a GPU result from a machine without a CUDA device.
         try:
@@ -182,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "schema": SCHEMA,
         "platform": args.platform,
         "release": release,
-        "adapter": adapters[0] if len(adapters) == 1 else (adapters or None),
+        "bounded": bounded,
         "device": device_name(args.platform),
         "python": platform.python_version(),
         "torch": getattr(torch, "__version__", None),

@@ -38,7 +38,7 @@ def result(release, platform, verified, passed=10, failed=0, device="CPU x"):
     growth = {"builder_without": {"bytes_per_distinct": 1814.2}, "builder_with": {"bytes_per_distinct": 3.9},
               "decode_without": {"bytes_per_distinct": 0.4}, "decode_with": None, "errors": {"decode_with": "x"}}
     return {
-        "schema": 1, "platform": platform, "release": release, "adapter": "cached-config-0.6.18",
+        "schema": 1, "platform": platform, "release": release, "bounded": ["tuning-config", "builder"],
         "device": device, "python": "3.12.3", "torch": "2.11.0", "command": "python3 scripts/run_gpu_matrix.py --x",
         "date": "2026-12-02", "verified": verified, "growth": growth,
         "pytest": {"tests": passed + failed + 1, "passed": passed, "failed": failed, "errors": 0, "skipped": 1,

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from ..cache import BoundedCache
-from ..proxies import FiCompatProxy
 
 logger = logging.getLogger("fi_compat.adapters")
 
@@ -24,6 +23,9 @@ logger = logging.getLogger("fi_compat.adapters")
 @dataclass(frozen=True)
 class PatchStep:
     """Replace ``original`` with ``proxy`` at every ``(module, attribute)`` in ``targets``.
+
+    ``proxy``: a memo (:class:`fi_compat.proxies.MemoizedFunction`, a plain
+    function) or transparent mode's :class:`~fi_compat.proxies.CallThrough`.
 
     ``targets`` lists every module attribute that held the original (a
     re-export, or a name a module imported early), so no caller keeps reaching it.
@@ -34,7 +36,7 @@ class PatchStep:
 
     name: str
     original: Any
-    proxy: FiCompatProxy
+    proxy: Callable[..., Any]
     targets: tuple[tuple[Any, str], ...]
     before: Optional[Callable[[], None]] = None
     value: Any = None
