@@ -1,44 +1,33 @@
-"""Issue 4 on the installed real release: mla_decode, transparent mode, gating.
+"""The call API on the installed real release: mla_decode, transparent mode, gating.
 
 The replay follows TensorRT-LLM's call pattern (16 positional arguments,
-a different max_seq_len every batch) and compares every recorded kernel launch
-with the launch unpatched flashinfer makes for the same batch.
+a different max_seq_len every batch, ``FI_COMPAT_MATRIX_LENGTHS`` batches) and
+compares every recorded kernel launch with the launch unpatched flashinfer
+makes for the same batch.
 """
 
 from __future__ import annotations
 
 import gc
-from array import array
 import inspect
-import os
 import random
 import tracemalloc
+from array import array
 
 import pytest
 from packaging.version import Version
 
 import fi_compat
-from fi_compat.specs import DECODE
-
-DECODE_KEYWORD_ADDED_IN = DECODE.added_in_map()
 from fi_compat.errors import UnsupportedFeatureError
 from fi_compat.policy import apply_max_seq_len_policy
+from fi_compat.specs import DECODE
 
 from support import decode_inputs, installed_release, launch_signature, trtllm_call
 
 torch = pytest.importorskip("torch")
+DECODE_KEYWORD_ADDED_IN = DECODE.added_in_map()
 
-#: The issue asks for 20,000 batches on these releases; the rest of the matrix
-#: replays 2,000 to keep the CPU matrix inside its time budget.
-FULL_REPLAY = {"0.6.15", "0.6.17", "0.6.18", "0.7.4"}
 PAGE, WIDTH = 32, 4096
-
-
-def batches() -> int:
-    override = os.environ.get("FI_COMPAT_REPLAY_BATCHES")
-    if override:
-        return int(override)
-    return 20_000 if installed_release().public in FULL_REPLAY else 2_000
 
 
 @pytest.fixture
@@ -89,13 +78,13 @@ def replay(function, launches, lengths, tensors, measure_memory=False, reset_nea
 
 
 @pytest.fixture(scope="module")
-def unpatched_replay(fi_cpu_host):
+def unpatched_replay(fi_cpu_host, fi_matrix_lengths):
     """The batches and what unpatched flashinfer launches for them, computed once."""
     import flashinfer.mla
 
     fi_compat.uninstall()
     rng = random.Random(4647)
-    lengths = [rng.randint(1, PAGE * WIDTH - 1) for _ in range(batches())]
+    lengths = [rng.randint(1, PAGE * WIDTH - 1) for _ in range(fi_matrix_lengths)]
     tensors = decode_inputs(torch, page_size=PAGE, width=WIDTH)
     recorded, _ = replay(flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla, fi_cpu_host.recorder, lengths, tensors,
                          reset_nearest_profile=True)

@@ -165,7 +165,7 @@ def test_synthetic_release_stays_bounded(variant_report):
     assert not report["over_bound"], report["over_bound"]
 
 
-def test_a_moved_function_is_named_in_the_warning(variant_report, request):
+def test_a_moved_function_is_named_in_the_warning(variant_report):
     """docs/design.md: a function found only outside the module the spec names
     is bounded with an UnverifiedReleaseWarning naming where it was found."""
     variant, report = variant_report
@@ -173,7 +173,4 @@ def test_a_moved_function_is_named_in_the_warning(variant_report, request):
     if variant != "moved":
         assert not unverified, unverified  # re-exported or called by keyword: where the spec says
         return
-    request.applymarker(pytest.mark.xfail(strict=True, reason=(
-        "installer._report's UnverifiedReleaseWarning lists the spec's qualnames only; status() names the "
-        "module (bounds[].where). Remove this marker when the warning names it")))
     assert any(f"flashinfer.mla.{MOVED_MODULE}" in message for message in unverified), unverified
