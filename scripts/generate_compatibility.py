@@ -134,6 +134,35 @@ def runs_section(title: str, results: dict[str, dict[str, Any]], folder: Path) -
     return lines + [""]
 
 
+def census_section(cpu: dict[str, dict[str, Any]]) -> list[str]:
+    """Per (layout, backend, query mode) the release accepts: what the census
+    test measured through the real decode host path (tests/matrix/test_census_bounds.py)."""
+    lines = ["", "## Growth per layout, backend and query mode (CPU, census)", "",
+             "From `tests/matrix/test_census_bounds.py` on each release: the real MLA decode host path driven",
+             "as each engine calls it, a distinct `max_seq_len` and a varying batch size every batch (and, for",
+             "SGLang, a varying block-table width). *alone*: flashinfer's own cache entries and Python memory",
+             "blocks added per distinct length without fi_compat; *with fi_compat*: tracemalloc bytes per",
+             "distinct length over the steady-state window (fi_compat's caches full), and the rows that saw",
+             "traffic. Modes: `q1` decode, `mtp` speculative (q_len 2–4 with `max_q_len`), `sparse` top-k,",
+             "`dcp` decode context parallelism, where the release accepts them.", ""]
+    for release, result in sorted(cpu.items(), key=lambda kv: version_key(kv[0])):
+        rows = result.get("census") or []
+        if not rows:
+            continue
+        worst = max(r["bounded_bytes_per_length"] for r in rows)
+        lines += [f"<details><summary>{release}: {len(rows)} combinations, {rows[0]['lengths']:,} lengths each; "
+                  f"with fi_compat at most {worst:,.0f} B per distinct length</summary>", "",
+                  "| layout | backend | mode | alone: entries / length | alone: blocks / length "
+                  "| with fi_compat: B / length | rows with traffic |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in sorted(rows, key=lambda r: (r["layout"], r["backend"], r["mode"])):
+            lines.append(f"| {r['layout']} | {r['backend']} | {r['mode']} | {r['alone_entries_per_length']} "
+                         f"| {r['alone_blocks_per_length']} | {r['bounded_bytes_per_length']:,} "
+                         f"| {', '.join(r['rows_with_traffic']) or '—'} |")
+        lines += ["", "</details>", ""]
+    return lines
+
+
 def render(results_dir: Path) -> str:
     cpu, gpu = load(results_dir, "cpu"), load(results_dir, "gpu")
     releases = sorted(set(load_releases()) | set(cpu) | set(gpu), key=version_key)
@@ -166,6 +195,7 @@ def render(results_dir: Path) -> str:
             f"| {bytes_cell(c and c.get('growth'), 'decode')} | {verdict(g, with_device=True)} "
             f"| {bytes_cell(g and g.get('growth'), 'builder')} | {bytes_cell(g and g.get('growth'), 'decode')} |"
         )
+    out += census_section(cpu)
     out += ["", "## Runs", ""]
     out += runs_section("CPU matrix", cpu, results_dir / "cpu")
     out += runs_section("GPU matrix", gpu, results_dir / "gpu")

@@ -15,6 +15,7 @@ skipped; GPU: no shim, ``gpu`` tests included), then
      "pytest": {"exit_status": 0, "tests": 40, "passed": 38, "failed": 0,
                 "errors": 0, "skipped": 2, "skip_reasons": {"needs SM100/SM103": 2}},
      "growth": {... scripts/measure_growth.py output ...},
+     "census": [{"layout": "vllm", "backend": "auto", "mode": "q1", ...}, ...],
      "verified": true}
 
 ``fingerprint`` (``scripts/_common.py``) hashes the fi_compat package that ran
@@ -162,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, FI_COMPAT_MATRIX_PLATFORM=args.platform, PYTHONUNBUFFERED="1")
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
+        census_report = Path(tmp) / "census.json"  # tests/matrix/test_census_bounds.py's rows
+        env["FI_COMPAT_MATRIX_REPORT"] = str(census_report)
         cmd = [sys.executable, "-m", "pytest", "tests/matrix", "-p", "no:cacheprovider", "-q", "-rs",
                f"--junitxml={junit}", *args.pytest_args]
         print("+", " ".join(cmd), flush=True)
@@ -169,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         status = subprocess.call(cmd, cwd=ROOT, env=env)
         seconds = {"pytest": round(time.perf_counter() - started, 1)}
         tests = parse_junit(junit)
+        census = json.loads(census_report.read_text()) if census_report.exists() else None
     tests["exit_status"] = status
 
     growth: dict[str, Any] | None = None
@@ -207,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": seconds,
         "pytest": tests,
         "growth": growth,
+        "census": census,
     }
     result["verified"] = bool(
         status == 0 and tests["passed"] > 0 and (growth is None or not growth.get("errors"))
