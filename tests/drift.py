@@ -15,8 +15,11 @@ A test-support module (no tests here), shared by the call-API catalogue
 * :func:`build_wheel`: a wheel (zip, ``flashinfer_python-<version>.dist-info``
   with METADATA/WHEEL/RECORD) holding the package's Python sources, edited.
 
-Each synthetic release gets its own version (``<base>.post9NN.dev0``: after
-the base release, before any later one, a pre-release, so never "verified").
+Each synthetic release gets its own version, a development release of the
+next post-release: ``0.6.15`` gives ``0.6.15.post0.dev9NN`` and ``0.6.15.post1``
+gives ``0.6.15.post2.dev9NN``.  It sorts after its base and before any later
+release (``0.6.15.post9`` would pass ``>=0.6.15.post1``; ``0.6.15.post1.post9``
+is no version at all), and as a pre-release it is never "verified".
 Edits are made on the source text at positions ``ast`` finds, so everything
 outside the edited function is byte-identical to the real release.
 """
@@ -33,6 +36,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
+
+from packaging.version import Version
 
 from fi_compat.specs import CORE_MODULE, DECODE, TUNING_CONFIG, TUNING_CONFIG_BUILDER
 
@@ -232,7 +237,9 @@ def base_version(package: Path) -> str:
 
 
 def synthetic_version(base: str, edit: Edit) -> str:
-    return f"{base.split('+')[0]}.post{901 + EDITS.index(edit)}.dev0"
+    version = Version(base)
+    next_post = 0 if version.post is None else version.post + 1
+    return f"{version.base_version}.post{next_post}.dev{901 + EDITS.index(edit)}"
 
 
 def edited_files(edit: Edit, package: Path, version: str) -> dict[str, str]:
