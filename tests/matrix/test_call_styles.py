@@ -51,6 +51,7 @@ class ArgumentRecorder:
         self.by_code = {inspect.unwrap(getattr(f, "__func__", f)).__code__: qualname
                         for qualname, f in functions.items() if f is not None}
         self.calls: dict[str, dict[str, Any]] = {}
+        self.rejections: list[str] = []  # the recorded paths flashinfer refused on this host
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
         qualname = self.by_code.get(frame.f_code) if event == "call" else None
@@ -61,7 +62,7 @@ class ArgumentRecorder:
 
 
 @pytest.fixture(scope="module")
-def recorded(fi_cpu_host, decode_function, flashinfer_cache_reset) -> dict[str, dict[str, Any]]:
+def recorded(fi_cpu_host, decode_function, flashinfer_cache_reset) -> ArgumentRecorder:
     fi_compat.uninstall()
     for bound in BOUNDS:  # the lazily imported cute-dsl modules, so their functions can be watched
         if bound.spec.module not in sys.modules:
@@ -77,13 +78,13 @@ def recorded(fi_cpu_host, decode_function, flashinfer_cache_reset) -> dict[str, 
             driver = decode_driver.Driver(torch, decode_function, layout, backend, mode, context=8192)
             try:
                 driver.call(8, 3000)
-            except (ValueError, NotImplementedError):
-                pass  # a path this release rejects records nothing
+            except (ValueError, NotImplementedError) as exc:  # a path this release rejects records nothing
+                recorder.rejections.append(f"{layout}/{backend}/{mode}: {type(exc).__name__}: {exc}")
     finally:
         sys.setprofile(None)
         installer.reset()
         flashinfer_cache_reset.clear()
-    return recorder.calls
+    return recorder
 
 
 def drawn_arguments(function: Any, names: list[str], seed: int) -> dict[str, Any]:
@@ -111,7 +112,11 @@ def test_positional_keyword_and_mixed_calls_share_one_key(name, recorded, releas
         pytest.skip(f"flashinfer {release} has no {bound.spec.qualname}")
     uncached = getattr(original, "__wrapped__", original)
     names = [p for p in inspect.signature(original).parameters]
-    arguments = recorded.get(bound.spec.qualname)
+    arguments = recorded.calls.get(bound.spec.qualname)
+    if arguments is None and len(recorded.rejections) == len(RECORDED_PATHS):
+        # on an SM90 device 0.7.4 refuses every engine path before the tuning code
+        pytest.skip(f"flashinfer {release} rejected every recorded decode path on this host, so nothing reached "
+                    f"{bound.spec.qualname} (first: {recorded.rejections[0]})")
     if arguments is None:
         arguments = drawn_arguments(uncached, names, seed=len(name))
     values = [arguments[p] for p in names]

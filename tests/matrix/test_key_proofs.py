@@ -174,8 +174,9 @@ def test_builder_memo_around_tensorrt_llms_memo_hands_out_flashinfers_configs(co
     fi_compat.uninstall()
 
 
-def recorded_tuning_config_calls(core, monkeypatch, count: int) -> list[tuple]:
-    """The real arguments the builder passes to the tuning-config memo."""
+def recorded_tuning_config_calls(core, monkeypatch, count: int, device) -> list[tuple]:
+    """The real arguments the builder passes to the tuning-config memo
+    (``device``: the matrix's; the cute-dsl runners ask it for its SM count)."""
     calls = []
     original = getattr(core, TUNING_CONFIG.name)
 
@@ -184,20 +185,20 @@ def recorded_tuning_config_calls(core, monkeypatch, count: int) -> list[tuple]:
         return original(*args, **kwargs)
 
     monkeypatch.setattr(core, TUNING_CONFIG.name, recorder)
-    for arguments in argument_sets(core, torch.device("cpu"))[:count]:
+    for arguments in argument_sets(core, device)[:count]:
         builder(core)(**arguments)
     monkeypatch.undo()
     return calls
 
 
-def test_tuning_config_ignores_the_sparse_width_without_the_sparse_flag(core, monkeypatch):
+def test_tuning_config_ignores_the_sparse_width_without_the_sparse_flag(core, monkeypatch, fi_device):
     if not hasattr(core, TUNING_CONFIG.name) or "sparse_top_k_width" not in inspect.signature(
             getattr(core, TUNING_CONFIG.name)).parameters:
         pytest.skip("this release's tuning config has no sparse_top_k_width")
     uncached = getattr(core, TUNING_CONFIG.name).__wrapped__
     names = list(inspect.signature(uncached).parameters)
     flag, width = names.index("has_sparse_mla_top_k_lens"), names.index("sparse_top_k_width")
-    calls = [c for c in recorded_tuning_config_calls(core, monkeypatch, 400) if not c[flag]]
+    calls = [c for c in recorded_tuning_config_calls(core, monkeypatch, 400, fi_device) if not c[flag]]
     assert len(calls) > 100
     for call in calls:
         zeroed = (*call[:width], 0, *call[width + 1:])
