@@ -69,10 +69,11 @@ def test_generator_rows_from_results(load, tmp_path):
 def test_generator_lists_the_census_rows_per_release(load, tmp_path):
     census = [{"release": "0.6.18", "layout": layout, "backend": "auto", "mode": "q1", "lengths": 2000,
                "alone_entries_per_length": 2.0, "alone_blocks_per_length": 30.5, "bounded_bytes_per_length": size,
-               "bounded_window": 128, "bounded_blocks_per_length": 0.0, "bounded_cpu_us_per_call": 300,
-               "rows_with_traffic": ["tuning-config"]} for layout, size in (("vllm", 3.5), ("sglang", 41.0))]
+               "bounded_window": 128, "bounded_blocks_per_length": blocks, "bounded_cpu_us_per_call": 300,
+               "rows_with_traffic": ["tuning-config"]} for layout, size, blocks in (("vllm", 3.5, 0.0), ("sglang", 41.0, 0.25))]
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "0.6.18.json").write_text(json.dumps({**result("0.6.18", "cpu", True), "census": census}))
     text = load("generate_compatibility").render(tmp_path)
-    assert "0.6.18: 2 combinations, 2,000 lengths each; with fi_compat at most 41 B per distinct length" in text
-    assert "| sglang | auto | q1 | 2.0 | 30.5 | 41.0 | tuning-config |" in text
+    assert ("0.6.18: 2 combinations, 2,000 lengths each; Python blocks per distinct length: at least 30.5 alone, "
+            "at most 0.25 with fi_compat") in text
+    assert "| sglang | auto | q1 | 2.0 | 30.5 | 0.25 | 5.1 KiB over 128 | tuning-config |" in text
