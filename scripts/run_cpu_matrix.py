@@ -72,6 +72,28 @@ def run_session(release: str, posargs: list[str], results_dir: Path, logs: Path)
     return status, time.time() - started
 
 
+def failure_summary(log: Path, limit: int = 40, tail: int = 12) -> str:
+    """What CI needs to see of a failed session, indented: pytest's short test
+    summary (the failed tests and their messages) and the log's last lines
+    (the growth measurement's errors and run_release_suite's verdict, or
+    whatever stopped the session before pytest ran)."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"    (no log: {exc})"
+    start = next((i for i, line in enumerate(lines) if "short test summary info" in line), None)
+    chosen = set(range(max(len(lines) - tail, 0), len(lines)))
+    if start is not None:
+        chosen |= set(range(start, min(start + limit, len(lines))))
+    shown, previous = [], None
+    for index in sorted(chosen):
+        if previous is not None and index != previous + 1:
+            shown.append("...")
+        shown.append(lines[index])
+        previous = index
+    return "\n".join(f"    {line}" for line in shown)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     posargs: list[str] = []
@@ -84,15 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="sessions at a time (default 2: CI has 2 cores)")
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--ci", action="store_true",
-                        help=f"the representative set fi_compat.release_list.CI_RELEASES: "
-                             f"{', '.join(releases_module.CI_RELEASES)}")
+                        help=f"fi_compat.release_list.CI_SESSION_RELEASES: "
+                             f"{', '.join(releases_module.CI_SESSION_RELEASES)} (CI's representative set "
+                             f"but the default release, which `nox -s tests` runs)")
     chosen.add_argument("--releases", nargs="+", metavar="X", help="these matrix releases (default: all)")
     parser.add_argument("--results", default=str(RESULTS / "cpu"),
                         help="where the sessions write <release>.json (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
-    releases = list(releases_module.CI_RELEASES if args.ci else args.releases or matrix)
+    releases = list(releases_module.CI_SESSION_RELEASES if args.ci else args.releases or matrix)
     unknown = [r for r in releases if r not in matrix]
     if unknown:
         parser.error(f"not in fi_compat.release_list.MATRIX_RELEASES: {', '.join(unknown)} "
@@ -114,8 +137,10 @@ def main(argv: list[str] | None = None) -> int:
                 return
             outcomes[release] = run_session(release, posargs, results_dir, logs)
             status, seconds = outcomes[release]
-            print(f"  {release:14} {'passed' if status == 0 else f'FAILED ({status})':12} {seconds / 60:5.1f} min",
-                  flush=True)
+            report = f"  {release:14} {'passed' if status == 0 else f'FAILED ({status})':12} {seconds / 60:5.1f} min"
+            if status != 0:  # CI keeps no files: the reason goes to its output
+                report += f"\n{failure_summary(logs / f'{release}.log')}"
+            print(report, flush=True)
 
     print(f"matrix: {len(releases)} sessions, {args.jobs} at a time, results -> {results_dir}", flush=True)
     start, load_at_start = time.time(), os.getloadavg()[0]

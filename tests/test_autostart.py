@@ -56,9 +56,13 @@ def venv_python(wheel, tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=TIMEOUT)
     python = venv / "bin" / "python"
+    # plain_environment(): a PYTHONPATH reaching the checkout (and an editable
+    # install's fi_compat.egg-info there) would make pip call it installed
     installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                                "--no-index", str(wheel)], capture_output=True, text=True, timeout=TIMEOUT)
+                                "--no-index", str(wheel)], capture_output=True, text=True, timeout=TIMEOUT,
+                               env=plain_environment())
     assert installed.returncode == 0, installed.stderr
+    assert (venv / "bin" / "fi-compat").exists(), "the wheel did not install into the venv"
     import packaging
     import wrapt
 
@@ -71,8 +75,10 @@ def venv_python(wheel, tmp_path_factory) -> Path:
 
 
 def in_venv(python: Path, code: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), "-c", code], env=plain_environment(**env), capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    # cwd: `python -c` puts the working directory first on sys.path, and the
+    # checkout's own fi_compat/ must not stand in for the installed wheel
+    return subprocess.run([str(python), "-c", code], env=plain_environment(**env), cwd=python.parent,
+                          capture_output=True, text=True, timeout=TIMEOUT)
 
 
 def test_wheel_ships_the_pth_hook_the_sitecustomize_and_the_entry_points(wheel):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import sys
 import threading
 import time
 
@@ -12,15 +11,6 @@ import pytest
 from fi_compat.cache import MISSING, BoundedCache
 
 THREADS = 12
-
-
-@pytest.fixture
-def fine_grained_switching():
-    """Switch threads every 10 us instead of every 5 ms: many more interleavings."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    yield
-    sys.setswitchinterval(before)
 
 
 class Value:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from fi_compat.release_list import CI_RELEASES, MATRIX_RELEASES
+from fi_compat.release_list import CI_RELEASES, CI_SESSION_RELEASES, DEFAULT_RELEASE, MATRIX_RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -212,6 +212,18 @@ def test_ci_releases_are_matrix_releases_oldest_and_newest_included():
     assert CI_RELEASES[0] == MATRIX_RELEASES[0] and CI_RELEASES[-1] == MATRIX_RELEASES[-1]
 
 
+def test_ci_runs_every_representative_release_once():
+    """The default release through `nox -s tests` (tests/matrix included), the
+    others as matrix sessions."""
+    assert DEFAULT_RELEASE in CI_RELEASES and DEFAULT_RELEASE not in CI_SESSION_RELEASES
+    assert set(CI_SESSION_RELEASES) | {DEFAULT_RELEASE} == set(CI_RELEASES)
+    noxfile = (ROOT / "noxfile.py").read_text()
+    assert "DEFAULT_FLASHINFER: str = _releases.DEFAULT_RELEASE" in noxfile and "--ignore" not in noxfile
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pytest_options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert pytest_options["testpaths"] == ["tests"] and "matrix" not in str(pytest_options.get("addopts", ""))
+
+
 def test_ci_spells_no_release_number():
     """The set lives in fi_compat/release_list.py only."""
     text = (ROOT / ".ci" / "run").read_text()
@@ -253,3 +265,20 @@ def test_generator_shows_the_whole_matrix_time(load, tmp_path):
     assert "18 sessions, 2 at a time, **18.2 minutes wall** on 2 cores" in text
     assert "load average 2.5 at the start and 3.0 at the end" in text
     assert "`python3 scripts/run_cpu_matrix.py --jobs 2`" in text
+
+def test_a_failed_session_shows_its_failed_tests_and_verdict(load, tmp_path):
+    """CI keeps no files: what failed must be in the run's own output."""
+    matrix = load("run_cpu_matrix")
+    log = tmp_path / "0.6.13.log"
+    log.write_text("\n".join(
+        ["+ python -m pytest tests/matrix"] + [f"progress {i}" for i in range(100)]
+        + ["==== short test summary info ====", "FAILED tests/matrix/test_autotuner.py::test_x - ratio 2.3",
+           "==== 1 failed, 255 passed ===="] + [f"growth line {i}" for i in range(30)]
+        + ["run_release_suite: flashinfer 0.6.13: 255 passed, 1 failed; verified=False -> x.json"]))
+    shown = matrix.failure_summary(log, limit=3, tail=2).splitlines()
+    assert [line.strip() for line in shown] == [
+        "==== short test summary info ====", "FAILED tests/matrix/test_autotuner.py::test_x - ratio 2.3",
+        "==== 1 failed, 255 passed ====", "...", "growth line 29",
+        "run_release_suite: flashinfer 0.6.13: 255 passed, 1 failed; verified=False -> x.json"]
+    assert "progress 99" not in "\n".join(shown)
+    assert "no log" in matrix.failure_summary(tmp_path / "missing.log")

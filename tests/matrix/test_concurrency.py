@@ -36,7 +36,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import random
-import sys
 import threading
 import time
 
@@ -85,15 +84,6 @@ def recorded_launches(fi_cpu_host, monkeypatch):
     launches = collections.deque()
     monkeypatch.setattr(fi_cpu_host.recorder, "launches", launches)
     return launches
-
-
-@pytest.fixture
-def fine_grained_switching():
-    """Switch threads every 10 us instead of every 5 ms: many more interleavings."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    yield
-    sys.setswitchinterval(before)
 
 
 def decode_inputs(device, batch: int = 1, num_pages: int = 64) -> workload.Inputs:
