@@ -180,7 +180,11 @@ def _on_base(session: nox.Session, flashinfer: str, wheelhouse: str | None) -> N
     site = Path(_purelib(session, "python"))
     (site / "_fi_compat_matrix_base.pth").write_text(f"import site; site.addsitedir({base_site!r})\n")
     # --no-compile: byte-compiling flashinfer's 7,600 files doubles the
-    # install; the few hundred modules a run imports compile on first use.
+    # install; the few hundred modules a run imports compile on first use and
+    # are cached, as long as the caller's environment does not forbid writing
+    # bytecode (PYTHONDONTWRITEBYTECODE=1, as on this project's machines):
+    # every test subprocess would then compile flashinfer again, 1.3 s each.
+    session.env["PYTHONDONTWRITEBYTECODE"] = ""  # empty is unset to Python
     session.install("-q", "--no-deps", "--no-compile", *_find_args(wheelhouse), f"flashinfer-python=={flashinfer}")
     session.run("python", "-m", "pip", "check")
 
@@ -234,13 +238,18 @@ def matrix(session: nox.Session, flashinfer: str) -> None:
 
     Writes <release>.json into $FI_COMPAT_MATRIX_RESULTS, default
     docs/compat-results/cpu.  Posargs go to pytest; ``--wheelhouse DIR`` (or
-    FI_COMPAT_WHEELHOUSE) adds a local wheel source."""
+    FI_COMPAT_WHEELHOUSE) adds a local wheel source; ``--skip-growth`` leaves
+    out the growth measurement (the result then shows none)."""
     wheelhouse, rest = _wheelhouse(session)
+    # --skip-growth (CI's representative run, whose results are not kept):
+    # leave out scripts/measure_growth.py, the figures docs/compatibility.md shows
+    skip_growth = ["--skip-growth"] if "--skip-growth" in rest else []
+    rest = [arg for arg in rest if arg != "--skip-growth"]
     _on_base(session, flashinfer, wheelhouse)
     results = os.environ.get(RESULTS_ENV) or str(RESULTS / "cpu")
     session.run(
         "python", str(ROOT / "scripts" / "run_release_suite.py"), "--platform", "cpu",
-        "--results", results, "--command", _result_command("matrix", flashinfer, rest),
+        "--results", results, "--command", _result_command("matrix", flashinfer, rest), *skip_growth,
         *(["--"] + rest if rest else []),
     )
 
