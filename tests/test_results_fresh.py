@@ -266,6 +266,7 @@ def test_generator_shows_the_whole_matrix_time(load, tmp_path):
     assert "load average 2.5 at the start and 3.0 at the end" in text
     assert "`python3 scripts/run_cpu_matrix.py --jobs 2`" in text
 
+
 def test_a_failed_session_shows_its_failed_tests_and_verdict(load, tmp_path):
     """CI keeps no files: what failed must be in the run's own output."""
     matrix = load("run_cpu_matrix")
