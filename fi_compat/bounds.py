@@ -71,7 +71,9 @@ class Bound:
     that someone still holds is handed out again for its key, so flashinfer's
     identity-keyed caches (the autotuner's) see the same object.  ``arguments``
     normalises the arguments of a plain function on a miss where
-    ``arguments_apply`` holds.
+    ``arguments_apply`` holds.  ``probes``: a miss of this row calls other
+    memoized functions with arguments nobody asks for again (a search); while
+    it computes, the other memos answer from what they hold and keep nothing new.
     """
 
     name: str
@@ -87,6 +89,7 @@ class Bound:
     keep_identity: bool = False
     arguments: Optional[Callable[[keys.ArgumentLayout], Callable[[tuple], tuple]]] = None
     arguments_apply: Callable[[keys.ArgumentLayout], bool] = field(default=lambda layout: False)
+    probes: bool = False
 
     @property
     def module(self) -> str:
@@ -99,6 +102,15 @@ _K_TILE_PROOF = ("output depends on max_seq_len only through ceil(max_seq_len / 
 
 _EXACT = "keyed on its arguments as they are: nothing normalised, only bounded"
 
+# The sizers keep the plain cache size: once the batch cap's search no longer
+# fills them, only launches reach them, and an uncached sizer call costs about
+# 1.9 us against a hit's 1.3 us (CPU host, 0.6.18), so a large memo would buy
+# almost nothing for its ~290 B an entry.  The batch cap (~330 B an entry, a
+# 13-step search per miss) holds every K-tile class of a 128K context twice over.
+# The nearest-profile memo of 0.6.18 on saves 1.4 us a hit (2.0 us uncached)
+# for ~400 B an entry, on a key of batch size times block-table width: the
+# plain size holds every batch size of an engine with a fixed width (vLLM,
+# TensorRT-LLM), and SGLang's per-batch widths outgrow any memo.
 BOUNDS: tuple[Bound, ...] = (
     Bound(
         "tuning-config", specs.TUNING_CONFIG, keys.tuning_config_key,
@@ -111,22 +123,31 @@ BOUNDS: tuple[Bound, ...] = (
     Bound(
         "split-kv", specs.CUTE_DSL_SPLIT_KV, keys.split_kv_key,
         grows_with="max_seq_len (0.6.16 on) and the batch size of every step of the cute-dsl batch-cap search",
-        proof=_K_TILE_PROOF, verified=SpecifierSet(">=0.6.13,<=0.7.4"), scale=16,
+        proof=_K_TILE_PROOF, verified=SpecifierSet(">=0.6.13,<=0.7.4"),
+    ),
+    Bound(
+        "batch-cap", specs.CUTE_DSL_BATCH_CAP, keys.batch_cap_key,
+        grows_with=("nothing itself (flashinfer keeps no cache on it), but its binary search puts about 13 probe "
+                    "batch sizes per K-tile class into the sizer's cache, and it runs on every decode that "
+                    "builds a tuning config with a cute-dsl runner"),
+        proof=("the search reads max_seq_len only to pass it to the sizer, which reads it only as the K-tile "
+               "count: keyed on 128 * ceil(max_seq_len / 128); tests/matrix/test_key_proofs.py compares "
+               "outputs on random arguments"),
+        verified=SpecifierSet(">=0.6.16,<=0.7.4"), memoize_plain=True, scale=8, probes=True,
     ),
     Bound(
         "split-kv-modular", specs.CUTE_DSL_SPLIT_KV_BATCH_MLA, keys.split_kv_key,
         grows_with="the batch size of every step of the cute-dsl batch-cap search",
-        proof=_EXACT, verified=SpecifierSet(">=0.6.13,<=0.7.4"), scale=16,
+        proof=_EXACT, verified=SpecifierSet(">=0.6.13,<=0.7.4"),
     ),
     Bound(
         "split-kv-hca", specs.CUTE_DSL_SPLIT_KV_BATCH_HCA, keys.split_kv_key,
         grows_with="batch size and max_hca_len",
-        proof=_EXACT, verified=SpecifierSet(">=0.6.18,<=0.7.4"), scale=16,
+        proof=_EXACT, verified=SpecifierSet(">=0.6.18,<=0.7.4"),
     ),
     Bound(
         "split-kv-rubin-mtp", specs.CUTE_DSL_SPLIT_KV_RUBIN_MTP, keys.split_kv_key,
         grows_with="max_seq_len and batch size", proof=_K_TILE_PROOF, verified=SpecifierSet(">=0.7.4,<=0.7.4"),
-        scale=16,
     ),
     Bound(
         "nearest-profile", specs.NEAREST_PROFILE, keys.nearest_profile_key,
@@ -141,7 +162,7 @@ BOUNDS: tuple[Bound, ...] = (
     Bound(
         "nearest-profile-cached", specs.NEAREST_PROFILE_CACHED, keys.exact_key,
         grows_with="the call's tensor shapes (batch size, block-table width) times the configs' specs",
-        proof=_EXACT, verified=SpecifierSet(">=0.6.18,<=0.7.4"), replace_bounded=True, scale=16,
+        proof=_EXACT, verified=SpecifierSet(">=0.6.18,<=0.7.4"), replace_bounded=True,
     ),
     Bound(
         "builder", specs.TUNING_CONFIG_BUILDER, keys.builder_key,
@@ -207,6 +228,11 @@ def judge(bound: Bound, found: Optional[Found], release: Optional[Version]) -> V
         return Verdict(bound, MISSING, f"{qualname} is missing (moved or removed)",
                        mismatch=compare(bound.spec, None))
     mismatch = compare(bound.spec, found.function)
+    if mismatch is not None and not bound.spec.present_in(release):
+        # the older form of a function whose current form arrived later (the
+        # cute-dsl batch cap before it took max_seq_len): not this row's
+        return Verdict(bound, NOT_IN_RELEASE, f"{qualname} in its current form arrived in {bound.spec.added_in}",
+                       found=found)
     if mismatch is not None:
         return Verdict(bound, MISMATCH, mismatch.describe(), found=found, mismatch=mismatch)
     where = f" (found in {found.defined_in}, moved from {bound.spec.module})" if found.moved else ""

@@ -116,6 +116,8 @@ class MemoizedFunction(metaclass=_RecognisedByMarker):
     goes to the fallback as well.  ``compute(args, kwargs, key)`` produces the
     value on a miss; it may call a different function than the wrapped one
     (``__wrapped__`` of a ``functools.cache``) with normalised arguments.
+    ``fill(key, compute, args, kwargs, normalised)``, when given, answers a
+    miss instead of :meth:`BoundedCache.fill` (it may compute without keeping).
     ``entry``, when given, replaces the generic ``(*args, **kwargs)`` function
     with one specialised to the original's signature (keywords bind straight
     to locals: no kwargs dict, no argument gathering).
@@ -124,9 +126,11 @@ class MemoizedFunction(metaclass=_RecognisedByMarker):
     """
 
     def __new__(cls, wrapped: Callable, cache: BoundedCache, key: KeyFunction, compute: ComputeFunction,
-                fallback: Optional[FallbackFunction] = None, entry: Optional[EntryFactory] = None) -> Any:
+                fallback: Optional[FallbackFunction] = None, entry: Optional[EntryFactory] = None,
+                fill: Optional[Callable[..., Any]] = None) -> Any:
         switch = _Switch()
-        lookup, fill = cache.lookup, cache.fill
+        lookup = cache.lookup
+        fill = cache.fill if fill is None else fill
         if fallback is None:
 
             def fallback(args: tuple, kwargs: dict, _wrapped: Callable = wrapped) -> Any:

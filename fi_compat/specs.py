@@ -177,6 +177,23 @@ CUTE_DSL_SPLIT_KV = FunctionSpec(
     + _params("num_kv_splits", "0.7.4", num_kv_splits=None),
 )
 
+#: The cute-dsl batch cap: a binary search of the batch size over 1..8192
+#: that calls the sizer at every step, with the exact max_seq_len from 0.6.16
+#: on.  flashinfer keeps no cache on it; its sizer calls fill the sizer's cache
+#: with about 13 probe batch sizes per K-tile class.  Its older form (0.6.13 -
+#: 0.6.15.post1: six parameters, no max_seq_len) has one answer per model and
+#: is not this row's (``added_in``).
+CUTE_DSL_BATCH_CAP = FunctionSpec(
+    CORE_MODULE,
+    "_cute_dsl_max_supported_batch",
+    _params("workspace_bytes q_len num_heads kv_lora_rank max_active_blocks")
+    + _params("max_seq_len", "0.6.16")
+    + _params("candidate_max")
+    + _params("cute_dsl_impl sinks", "0.6.16")
+    + _params("enable_dcp", "0.6.17", enable_dcp=False),
+    added_in="0.6.16",
+)
+
 #: The modular (``cute_dsl_impl="modular"``) MLA decode's sizer: no max_seq_len, keyed by batch size.
 CUTE_DSL_SPLIT_KV_BATCH_MLA = FunctionSpec(
     CUTE_DSL_BATCH_MLA_MODULE,
@@ -220,7 +237,7 @@ NEAREST_PROFILE_CACHED = FunctionSpec(
 )
 
 ALL: tuple[FunctionSpec, ...] = (
-    DECODE, TUNING_CONFIG_BUILDER, TUNING_CONFIG, CUTE_DSL_SPLIT_KV, CUTE_DSL_SPLIT_KV_BATCH_MLA,
+    DECODE, TUNING_CONFIG_BUILDER, TUNING_CONFIG, CUTE_DSL_SPLIT_KV, CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV_BATCH_MLA,
     CUTE_DSL_SPLIT_KV_BATCH_HCA, CUTE_DSL_SPLIT_KV_RUBIN_MTP, NEAREST_PROFILE, NEAREST_PROFILE_CACHED,
 )
 
@@ -234,6 +251,6 @@ def homes(name: str) -> frozenset[str]:
 
 __all__ = [
     "ALL", "homes", "AUTOTUNER_MODULE", "NEAREST_PROFILE", "NEAREST_PROFILE_CACHED", "CORE_MODULE", "CUTE_DSL_BATCH_HCA_MODULE", "CUTE_DSL_BATCH_MLA_MODULE", "CUTE_DSL_MONOLITHIC_MODULE",
-    "CUTE_DSL_RUBIN_MTP_MODULE", "CUTE_DSL_SPLIT_KV", "CUTE_DSL_SPLIT_KV_BATCH_HCA", "CUTE_DSL_SPLIT_KV_BATCH_MLA",
+    "CUTE_DSL_BATCH_CAP", "CUTE_DSL_RUBIN_MTP_MODULE", "CUTE_DSL_SPLIT_KV", "CUTE_DSL_SPLIT_KV_BATCH_HCA", "CUTE_DSL_SPLIT_KV_BATCH_MLA",
     "CUTE_DSL_SPLIT_KV_RUBIN_MTP", "DECODE", "FunctionSpec", "Param", "REQUIRED", "TUNING_CONFIG", "TUNING_CONFIG_BUILDER",
 ]

@@ -12,6 +12,7 @@ function                                       real wheels
 =============================================  ===================================================
 ``mla._core._mla_decode_tuning_config``        ``functools.cache`` from 0.6.15.post1, absent before
 ``mla._core._build_mla_decode_tuning_config``  plain; calls the config memo where there is one
+``mla._core._cute_dsl_max_supported_batch``    plain; six parameters before 0.6.16 (no max_seq_len)
 ``AutoTuner._find_nearest_profile``            classmethod; ``lru_cache(maxsize=None)`` in 0.6.13 and
                                                0.6.14, ``lru_cache(maxsize=16384)`` 0.6.15 - 0.6.17,
                                                plain from 0.6.18 (it calls the cached one)
@@ -106,6 +107,16 @@ def decode_def(release: str) -> str:
         return ("decoded", max_seq_len, profile)
     """
     return _def(specs.DECODE.name, parameters(specs.DECODE, release), body)
+
+
+def batch_cap_def(release: str) -> str:
+    """The cute-dsl batch cap: plain, like flashinfer's; its older six-parameter form before 0.6.16."""
+    spec = specs.CUTE_DSL_BATCH_CAP
+    if spec.present_in(Version(release)):
+        params = parameters(spec, release)
+    else:
+        params = "workspace_bytes, q_len, num_heads, kv_lora_rank, max_active_blocks, candidate_max"
+    return _def(spec.name, params, "return min(candidate_max, max(1, workspace_bytes // 1024))")
 
 
 def sizer_def(spec: FunctionSpec, release: str) -> str:
@@ -213,7 +224,7 @@ def release_modules(release: str, drifts: Sequence[Drift] = ()) -> dict[str, lis
     core = [CORE_IMPORTS]
     if specs.TUNING_CONFIG.present_in(version):
         core.append(tuning_config_def(release))
-    core += [builder_def(release), decode_def(release)]
+    core += [builder_def(release), batch_cap_def(release), decode_def(release)]
     modules: dict[str, list[str]] = {specs.CORE_MODULE: core}
     sizer_imports = "import functools\n"
     for spec in (specs.CUTE_DSL_SPLIT_KV, specs.CUTE_DSL_SPLIT_KV_BATCH_MLA, specs.CUTE_DSL_SPLIT_KV_BATCH_HCA,

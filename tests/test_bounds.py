@@ -386,7 +386,7 @@ def test_install_is_idempotent_and_uninstall_restores_every_object(tmp_path, cap
         assert fake.core._mla_decode_tuning_config is proxy
         assert any("nothing to do" in r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
         assert sorted(fi_compat.status()["patched"]) == sorted([
-            specs.TUNING_CONFIG.qualname, specs.TUNING_CONFIG_BUILDER.qualname,
+            specs.TUNING_CONFIG.qualname, specs.TUNING_CONFIG_BUILDER.qualname, specs.CUTE_DSL_BATCH_CAP.qualname,
             "flashinfer.autotuner.autotuner." + specs.NEAREST_PROFILE_CACHED.name,
             specs.CUTE_DSL_SPLIT_KV_BATCH_MLA.qualname])  # the monolithic sizer's module is not loaded
         fi_compat.uninstall()

@@ -50,7 +50,7 @@ EXPECTED_ROW = {"name", "cache", "verdict", "verified", "reason", "where", "chec
                 "grows_with", "patched", "waiting_for", "fi_compat", "flashinfer"}
 EXPECTED_SETTING = {"value", "source", "env", "error"}
 EXPECTED_SETTINGS = {"disable", "strict", "cache_size", "max_seq_len_policy", "transparent"}
-EXPECTED_ROWS = ["tuning-config", "split-kv", "split-kv-modular", "split-kv-hca", "split-kv-rubin-mtp",
+EXPECTED_ROWS = ["tuning-config", "split-kv", "batch-cap", "split-kv-modular", "split-kv-hca", "split-kv-rubin-mtp",
                  "nearest-profile", "nearest-profile-cached", "builder"]
 
 

@@ -19,6 +19,8 @@ One proxy object replaces the function at every module attribute that holds it
 
 from __future__ import annotations
 
+import functools
+import threading
 from typing import Any, Callable, Hashable, Optional
 
 from ..cache import BoundedCache
@@ -26,7 +28,7 @@ from ..lookup import NO_MEMO, Found
 from ..proxies import MemoizedFunction
 from . import keys
 from .base import Plan, PatchStep
-from .builder_entries import fast_entry
+from .builder_entries import batch_cap_of, fast_entry
 from .keys import ArgumentLayout
 
 
@@ -54,6 +56,43 @@ def _raw_fallback(target: Callable, cache: BoundedCache) -> Callable[[tuple, dic
     return fallback
 
 
+class _Probing(threading.local):
+    """Whether this thread is inside the miss of a row that probes (``Bound.probes``)."""
+
+    active = False
+
+
+_PROBING = _Probing()
+
+
+def _keeping_unless_probing(cache: BoundedCache) -> Callable[..., Any]:
+    """``cache.fill``, except inside a probing row's miss: then compute and keep nothing.
+
+    The cute-dsl batch cap's binary search asks the sizer about 13 batch sizes
+    nobody launches, once per K-tile class; the batch cap keeps its own answer,
+    so those entries would only push the launches' entries out of the sizer's
+    memo.  Cost: one thread-local read, on misses only."""
+    fill = cache.fill
+
+    def fill_unless_probing(key: Hashable, compute: Callable, args: tuple, kwargs: dict, normalised: Any) -> Any:
+        if _PROBING.active:
+            return compute(args, kwargs, normalised)
+        return fill(key, compute, args, kwargs, normalised)
+
+    return fill_unless_probing
+
+
+def _probing(compute: Callable[[tuple, dict, Any], Any]) -> Callable[[tuple, dict, Any], Any]:
+    def compute_probing(args: tuple, kwargs: dict, normalised: Any) -> Any:
+        outer, _PROBING.active = _PROBING.active, True
+        try:
+            return compute(args, kwargs, normalised)
+        finally:
+            _PROBING.active = outer
+
+    return compute_probing
+
+
 def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     """The plan that puts ``found`` (one row of :data:`fi_compat.bounds.BOUNDS`) behind a bounded memo.
 
@@ -67,7 +106,9 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     # parameters the lookup found for this release, not the newest spec's.
     names = tuple(p.name for p in found.function.params) or bound.spec.names
     layout = _layout_of(target, names, spec_defaults)
-    key_of = bound.key(layout)
+    # the builder's key holds the cute-dsl batch cap, computed as the builder does
+    batch_cap = batch_cap_of(target) if bound.key is keys.builder_key else None
+    key_of = keys.builder_key(layout, batch_cap) if batch_cap is not None else bound.key(layout)
     size = cache_size * bound.scale
     cache = BoundedCache(bound.name, size, keep_identity=bound.keep_identity)
     caches = {bound.name: cache}
@@ -99,6 +140,9 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
         def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
             return target(*args, **kwargs)
 
+    if bound.probes:
+        compute = _probing(compute)
+
     fallback: Optional[Callable[[tuple, dict], Any]] = None
     if replaces_cache:
         unkeyed = BoundedCache(f"{bound.name} (unkeyed calls)", size)
@@ -112,7 +156,9 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     # generic argument handling (same key; see builder_entries).  Its unkeyable
     # calls go to the original, so only where that is not a functools cache.
     entry = fast_entry(target) if bound.key is keys.builder_key and not replaces_cache else None
-    proxy = MemoizedFunction(original, cache, key, compute, fallback, entry=entry)
+    if entry is not None and batch_cap is not None:
+        entry = functools.partial(entry, batch_cap=batch_cap)
+    proxy = MemoizedFunction(original, cache, key, compute, fallback, entry=entry, fill=_keeping_unless_probing(cache))
     if found.descriptor is not None:  # a class member: put the same descriptor back around the proxy
         step = PatchStep(bound.spec.qualname, found.raw, proxy, found.aliases,
                          before=original.cache_clear if replaces_cache else None, value=found.descriptor(proxy))

@@ -20,8 +20,9 @@ Normalisations (each proven against the real function in the release matrix,
 
 from __future__ import annotations
 
-import operator
-from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
+from typing import Any, Callable, Hashable, Optional
+
+from .layout import ArgumentLayout, as_int
 
 PROFILE_LADDER_BITS = 4
 """Significant bits kept by :func:`profile_ladder`: 8 values per doubling,
@@ -55,91 +56,6 @@ def k_tile_ceiling(max_seq_len: Any) -> Any:
     if type(max_seq_len) is int and max_seq_len > 0:
         return -(-max_seq_len // K_TILE) * K_TILE
     return max_seq_len
-
-
-def as_int(value: Any) -> Optional[int]:
-    """``value`` as an ``int`` (ints, numpy and 0-d integer types), else ``None``."""
-    if type(value) is int:
-        return value
-    if isinstance(value, bool):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
-
-
-class ArgumentLayout:
-    """Complete argument tuples for one installed function, whatever the call style.
-
-    ``complete(args, kwargs)`` returns every parameter's value in the
-    function's positional order (defaults filled), or ``None`` when the call
-    would not bind (then flashinfer raises its own ``TypeError`` if the call
-    goes through).  Each call shape -- number of positional arguments and the
-    keyword names in order -- is compiled once into an ``itemgetter``; a call
-    then costs one dict lookup and one C-level gather.
-    """
-
-    def __init__(self, names: Sequence[str], defaults: Mapping[str, Any]) -> None:
-        self.names = tuple(names)
-        self.defaults = dict(defaults)
-        self.index = {name: i for i, name in enumerate(self.names)}
-        self._required = frozenset(n for n in self.names if n not in self.defaults)
-        self._shapes: dict[tuple, Optional[Callable[[tuple, dict], tuple]]] = {}
-
-    @classmethod
-    def of(cls, function: Callable) -> "ArgumentLayout":
-        """The layout of ``function``'s named parameters (``*args`` / ``**kwargs``
-        name no argument: a call using them does not bind, and takes the fallback).
-
-        Raises ``ValueError`` when the signature names no parameter at all --
-        a ``(**kwargs)`` wrapper such as TensorRT-LLM's builder memo -- so the
-        caller lays the arguments out by the spec's names instead."""
-        import inspect
-
-        named = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                 inspect.Parameter.KEYWORD_ONLY)
-        parameters = [p for p in inspect.signature(function).parameters.values() if p.kind in named]
-        if not parameters:
-            raise ValueError(f"{function!r} names no parameter (only *args / **kwargs): no layout by name")
-        return cls([p.name for p in parameters],
-                   {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty})
-
-    def complete(self, args: tuple, kwargs: dict) -> Optional[tuple]:
-        if not kwargs and len(args) == len(self.names):
-            return args
-        shape = (len(args), *kwargs)
-        gather = self._shapes.get(shape, _UNSEEN)
-        if gather is _UNSEEN:
-            gather = self._compile(len(args), tuple(kwargs))
-            if len(self._shapes) < 64:  # a caller with ever-new shapes must not grow this
-                self._shapes[shape] = gather
-        return None if gather is None else gather(args, kwargs)
-
-    def _compile(self, count: int, keywords: tuple[str, ...]) -> Optional[Callable[[tuple, dict], tuple]]:
-        if count > len(self.names):
-            return None
-        rest = self.names[count:]
-        given = set(keywords)
-        if not given <= set(rest) or len(given) != len(keywords):
-            return None  # unknown keyword, or one already given positionally
-        if not all(name in given or name in self.defaults for name in rest):
-            return None  # a required parameter is missing
-        if not rest:
-            return lambda args, kwargs: args
-        getter = operator.itemgetter(*rest)
-        defaults = {name: self.defaults[name] for name in rest if name not in given}
-        single = len(rest) == 1
-        if not defaults:
-            if single:
-                return lambda args, kwargs: (*args, getter(kwargs))
-            return lambda args, kwargs: (*args, *getter(kwargs))
-        if single:
-            return lambda args, kwargs: (*args, getter({**defaults, **kwargs}))
-        return lambda args, kwargs: (*args, *getter({**defaults, **kwargs}))
-
-
-_UNSEEN = object()
 
 
 def tuning_config_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
@@ -251,13 +167,27 @@ def split_kv_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
     return key
 
 
+def batch_cap_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
+    """Key of the cute-dsl batch cap (``_cute_dsl_max_supported_batch``): :func:`split_kv_key`'s.
+    The search reads ``max_seq_len`` only to hand it to the sizer at each step:
+    one entry per K-tile class.  A call with ``sinks`` (tensors that choose the
+    sizer) is not keyed: it goes to flashinfer's function, which caches nothing."""
+    by_k_tile, sinks = split_kv_key(layout), layout.index.get("sinks")
+
+    def key(values: tuple) -> Optional[tuple]:
+        return None if sinks is not None and values[sinks] is not None else by_k_tile(values)
+
+    return key
+
+
 BUILDER_SCALARS = ("q_len", "num_heads", "kv_lora_rank", "has_sparse_mla_top_k_lens", "enable_dcp",
                    "cp_world", "cp_rank")
 """Builder parameters that enter the key as they are (absent ones read as ``None``)."""
-_CUTE_DSL = "cute-dsl"
+_CUTE_DSL, _TRTLLM_GEN = "cute-dsl", "trtllm-gen"
 
 
-def builder_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[Hashable]]:
+def builder_key(layout: ArgumentLayout,
+                batch_cap: Optional[Callable[..., Optional[int]]] = None) -> Callable[[tuple], Optional[Hashable]]:
     """Key of ``_build_mla_decode_tuning_config`` from the complete argument
     tuple: :func:`builder_key_of` on the parameters this release has (absent
     ones read as ``None``).  The decode path's own call never comes here: it
@@ -273,24 +203,35 @@ def builder_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[Hashable]]
         return builder_key_of(values[kv_cache], values[tables], values[workspace], values[runners], values[length],
                               values[device], None if impl is None else values[impl],
                               None if sinks is None else values[sinks],
-                              tuple(None if i is None else values[i] for i in scalars))
+                              tuple(None if i is None else values[i] for i in scalars), batch_cap)
 
     return key
 
 
 def builder_key_of(kv_cache: Any, block_tables: Any, workspace_buffer: Any, runner_names: Any, max_seq_len: Any,
-                   device: Any, cute_dsl_impl: Any, sinks: Any, scalars: tuple) -> Optional[Hashable]:
+                   device: Any, cute_dsl_impl: Any, sinks: Any, scalars: tuple,
+                   batch_cap: Optional[Callable[..., Optional[int]]] = None) -> Optional[Hashable]:
     """Key of one builder call: shapes and scalars, never tensor data.
 
-    * ``kv_cache.shape[0]`` (pages: seeds the block-table initializer),
-      ``kv_cache.shape[-2]`` (page size) and ``block_tables.shape[-1]``
-      (width; the sparse top-k width from 0.6.17 on);
-    * ``profile_ladder(min(max_seq_len, width * page_size))``;
+    * ``kv_cache.shape[0]`` (pages: seeds the block-table initializer) and
+      ``kv_cache.shape[-2]`` (page size);
+    * ``profile_ladder(min(max_seq_len, width * page_size))``, the one place
+      the block-table width enters the config, except for the sparse top-k
+      width (0.6.17 on), read only when ``has_sparse_mla_top_k_lens``: the width
+      itself is keyed only then (SGLang's changes every batch);
     * ``runner_names`` and ``scalars`` (:data:`BUILDER_SCALARS`, in that order);
-    * only with a ``"cute-dsl"`` runner: the workspace size in bytes, the device
-      (its SM count), ``k_tile_ceiling(max_seq_len)`` and ``cute_dsl_impl``,
-      because the cute-dsl batch cap is computed from them through the sizer.
-      A cute-dsl call with ``sinks`` is not keyed (the cap may depend on them).
+    * only with a ``"cute-dsl"`` runner and no ``"trtllm-gen"`` one: the
+      workspace size in bytes, the device (its SM count),
+      ``k_tile_ceiling(max_seq_len)`` and ``cute_dsl_impl``, because the
+      cute-dsl batch cap is computed from them through the sizer.  With both
+      runners (backend ``auto``) the buckets are trtllm-gen's 8,192 whatever
+      the cute-dsl cap (the search never goes above that candidate maximum), so
+      the key holds no length of its own.  A cute-dsl-only call with ``sinks``
+      is not keyed (the cap may depend on them).  With ``batch_cap``
+      (:func:`fi_compat.adapters.builder_entries.batch_cap_of`: the cap as the
+      builder computes it, through the bounded batch-cap memo) the key holds
+      the cap itself instead, the only thing of these the buckets read: one
+      entry per profile length, not per K-tile class.
 
     Returns ``None`` for a call it cannot key (no shapes, a non-integer length).
     Cost: runs on every decode call: two shape reads, one tuple (about 1 us).
@@ -307,17 +248,19 @@ def builder_key_of(kv_cache: Any, block_tables: Any, workspace_buffer: Any, runn
         if max_seq_len is None:
             return None
     cute: Optional[tuple] = None
-    if _CUTE_DSL in runner_names:
+    if _CUTE_DSL in runner_names and _TRTLLM_GEN not in runner_names:
         if sinks is not None:
             return None
         try:
             workspace_bytes = workspace_buffer.numel() * workspace_buffer.element_size()
         except AttributeError:
             return None
-        cute = (workspace_bytes, device, k_tile_ceiling(max_seq_len), cute_dsl_impl)
+        cap = None if batch_cap is None else batch_cap(workspace_bytes, scalars[0], scalars[1], scalars[2], device,
+                                                        max_seq_len, cute_dsl_impl, scalars[4] or False)
+        cute = (workspace_bytes, device, k_tile_ceiling(max_seq_len), cute_dsl_impl) if cap is None else (cap,)
     capacity = width * page_size
-    return (num_pages, page_size, width, profile_ladder(max_seq_len if max_seq_len < capacity else capacity),
-            runner_names, cute, scalars)
+    return (num_pages, page_size, width if scalars[3] else None,
+            profile_ladder(max_seq_len if max_seq_len < capacity else capacity), runner_names, cute, scalars)
 
 
 def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
@@ -336,7 +279,7 @@ def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
 
 
 __all__ = [
-    "ArgumentLayout", "BUILDER_SCALARS", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "builder_key", "builder_key_of",
+    "ArgumentLayout", "BUILDER_SCALARS", "batch_cap_key", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "builder_key", "builder_key_of",
     "closure_value", "exact_key", "fresh_builder_arguments", "k_tile_ceiling", "nearest_profile_key", "profile_ladder",
     "split_kv_key", "tuning_config_key",
 ]

@@ -54,6 +54,36 @@ def census_growth(result: dict) -> list[str]:
     return [g.describe() for g in grown(counts(result["census_before"]), counts(result["census_after"]))]
 
 
+def _second_half_growth(result: dict) -> str:
+    """tracemalloc growth over the second half, per length first seen there."""
+    if result.get("half_tracemalloc_bytes") is None or result["tracemalloc_growth_bytes"] is None:
+        return "n/a"
+    grown = result["tracemalloc_growth_bytes"] - result["half_tracemalloc_bytes"]
+    return _format_bytes(grown / max(1, result["second_half_new_lengths"]))
+
+
+def memo_rows(result: Optional[dict]) -> list[str]:
+    """One line per fi_compat memo that was looked up: entries / bound, its
+    approximate size, and the miss rate of the second half's lookups (the
+    steady state; the first half includes every first sight of a key)."""
+    if not result or not result.get("fi_compat_caches"):
+        return []
+    half = result.get("half_fi_compat_caches") or {}
+    rows, total_bytes = [], 0
+    for name, stats in result["fi_compat_caches"].items():
+        lookups = stats["hits"] + stats["misses"]
+        if not lookups:
+            continue
+        before = half.get(name, {"hits": 0, "misses": 0})
+        late_misses = stats["misses"] - before["misses"]
+        late = late_misses + stats["hits"] - before["hits"]
+        rate = f"{100 * late_misses / late:.1f} %" if late else "n/a"
+        total_bytes += stats.get("approx_bytes") or 0
+        rows.append(f"{name}: {stats['currsize']:,} / {stats['maxsize']:,} entries, "
+                    f"{_format_bytes(stats.get('approx_bytes'))}, {rate} of {late:,}")
+    return rows + [f"all memos: {_format_bytes(total_bytes)}"] if rows else []
+
+
 def report_text(timed: dict[str, dict], traced: dict[str, dict], options: dict[str, Any]) -> str:
     low, high = options["batch_range"]
     lines = [
@@ -85,12 +115,17 @@ def report_text(timed: dict[str, dict], traced: dict[str, dict], options: dict[s
         row("  growth / distinct length", [
             _format_bytes(traced[v]["tracemalloc_growth_bytes"] / max(1, traced[v]["distinct_max_seq_len"]))
             for v in timed])
+        row("  second half / new distinct length", [_second_half_growth(traced[v]) for v in timed])
     row("  RSS growth (timed pass)", [_format_bytes(r["rss_growth_bytes"]) for r in results])
     lines.append("census after the batches:")
     row("  flashinfer unbounded cache entries", [str(_unbounded_flashinfer_entries(r)) for r in results])
     row("  fi_compat cache entries", [
         "-" if not r["fi_compat_caches"] else
         str(sum(c["currsize"] for c in r["fi_compat_caches"].values())) for r in results])
+    memos = memo_rows(timed.get("fi_compat"))
+    if memos:
+        lines.append("fi_compat memos (entries, approx. size, second-half miss rate of the lookups):")
+        lines.extend(f"  {line}" for line in memos)
     for variant, result in timed.items():
         growth = census_growth(result)
         lines.append(f"caches that grew, {variant}:" + ("" if growth else " none"))

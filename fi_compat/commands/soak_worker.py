@@ -137,6 +137,9 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
         rss_start = _rss_bytes() or 0
         clock, cpu_clock = time.perf_counter, time.thread_time
         label = f"{variant} ({'traced' if traced else 'timed'})"
+        # the second half is the steady state a bound is judged on: what it
+        # still grows, and each memo's misses, are read from here to the end
+        half, half_used, half_caches = total // 2, None, None
         for step in range(total):
             max_seq_len, batch = lengths[step], sizes[step]
             inputs = batches.inputs(batch, max_seq_len)
@@ -149,6 +152,9 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
             cpu_times[step] = cpu_clock() - cpu_started
             del inputs
             host.recorder.launches.clear()
+            if step + 1 == half:
+                half_used = tracemalloc.get_traced_memory()[0] - traced_start if traced else None
+                half_caches = fi_compat.status()["caches"] if variant == "fi_compat" else None
             if (step + 1) % every == 0 or step + 1 == total:
                 used = (tracemalloc.get_traced_memory()[0] - traced_start) if traced else (_rss_bytes() or 0) - rss_start
                 sample_steps[taken], sample_bytes[taken] = step + 1, used
@@ -170,7 +176,9 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
         "tracemalloc_growth_bytes": traced_growth,
         "rss_growth_bytes": None if rss_end is None else rss_end - rss_start,
         "census_before": _census_counts(before), "census_after": _census_counts(after),
-        "fi_compat_caches": state["caches"],
+        "fi_compat_caches": state["caches"], "half": half,
+        "half_tracemalloc_bytes": half_used, "half_fi_compat_caches": half_caches,
+        "second_half_new_lengths": len(set(lengths[half:]) - set(lengths[:half])),
         "samples": list(zip(sample_steps[:taken], sample_bytes[:taken])),
     }
     if not traced:

@@ -6,6 +6,9 @@
   workspace sizes included), every field inference and profiling read; the
   one documented difference is the profile length moving down the ladder;
 * the tuning config's ``sparse_top_k_width`` dropped when the sparse flag is off;
+* the cute-dsl batch cap: flashinfer's search at ``max_seq_len`` and at its
+  K-tile ceiling, on random workspaces and shapes, with the sizer's own cache
+  bypassed, and a check that the cap does follow the K-tile count;
 * the cute-dsl sizers: the uncached function (``__wrapped__``) at
   ``max_seq_len`` and at ``keys.k_tile_ceiling(max_seq_len)`` on 2,000 random
   argument tuples, and a check that crossing a K-tile boundary does change
@@ -25,7 +28,7 @@ import pytest
 
 import fi_compat
 from fi_compat.adapters.keys import k_tile_ceiling, profile_ladder
-from fi_compat.specs import CUTE_DSL_SPLIT_KV, CUTE_DSL_SPLIT_KV_RUBIN_MTP, TUNING_CONFIG, TUNING_CONFIG_BUILDER
+from fi_compat.specs import CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV, CUTE_DSL_SPLIT_KV_RUBIN_MTP, TUNING_CONFIG, TUNING_CONFIG_BUILDER
 
 torch = pytest.importorskip("torch")
 
@@ -154,6 +157,36 @@ def test_builder_memo_hands_out_flashinfers_configs(core, fi_device, fresh_flash
     assert stats["hits"] >= SAMPLES // 4 and cute >= SAMPLES // 4, (stats, cute)
 
 
+def test_builder_memo_keys_on_the_batch_cap_where_it_follows_the_length(core, fi_device, fresh_flashinfer_caches,
+                                                                        monkeypatch):
+    """With a real SM count every step of the cute-dsl search needs no
+    workspace and the cap is 8,192 at any length, so the proof above cannot
+    tell a key holding the cap from one holding the K-tile count.  Here the
+    device reports a huge SM count (the builder and fi_compat both read
+    ``cute_dsl.utils.get_num_sm``) and the workspaces are small: the cap, and
+    so the buckets, change with the K-tile count, and fi_compat's configs must
+    still be flashinfer's."""
+    utils = importlib.import_module("flashinfer.cute_dsl.utils")
+    monkeypatch.setattr(utils, "get_num_sm", lambda device: 1 << 16)
+    rng = random.Random(5)
+    parameters = set(inspect.signature(builder(core)).parameters)
+    sets = []
+    for _ in range(SAMPLES // 8):
+        arguments = random_builder_arguments(rng, parameters, fi_device)
+        arguments.update(runner_names=["cute-dsl"],
+                         workspace_buffer=torch.empty(rng.choice((1 << 16, 1 << 20)), dtype=torch.uint8,
+                                                      device="meta"))
+        ceiling = k_tile_ceiling(arguments["max_seq_len"])
+        sets += [arguments, {**arguments, "max_seq_len": ceiling}, {**arguments, "max_seq_len": ceiling + 1}]
+    alone = [fingerprint(builder(core)(**arguments)) for arguments in sets]
+    assert len({repr(f["specs"]) for f in alone}) > 1, "the buckets never changed: the proof would be vacuous"
+    fresh_flashinfer_caches.clear()
+    fi_compat.install(cache_size=64)
+    for arguments, unpatched in zip(sets, alone):
+        assert fingerprint(builder(core)(**arguments)) == laddered(unpatched, arguments), arguments
+    assert fi_compat.status()["caches"]["builder"]["hits"] > 0
+
+
 def test_builder_memo_around_tensorrt_llms_memo_hands_out_flashinfers_configs(core, fi_device,
                                                                             fresh_flashinfer_caches, monkeypatch):
     """TensorRT-LLM installs its builder memo (``(**kwargs)``, keyed on the exact
@@ -250,3 +283,33 @@ def test_sizer_depends_on_max_seq_len_only_through_the_k_tile_count(spec, fi_cpu
         crossings += result != outcome(uncached, {**arguments, "max_seq_len": ceiling + 1})
     assert accepted == SAMPLES, f"the sizer accepted only {accepted} of {attempts} random tuples"
     assert crossings >= SAMPLES // 100, f"only {crossings} of {SAMPLES} outputs change with the K-tile count"
+
+
+def test_batch_cap_depends_on_max_seq_len_only_through_the_k_tile_count(fi_cpu_host, release, core):
+    """flashinfer's own search (fi_compat not installed) at a length and at its
+    K-tile ceiling; small workspaces make the cap follow the K-tile count, so
+    the comparison is not vacuous (``crossings``)."""
+    search = getattr(core, CUTE_DSL_BATCH_CAP.name)
+    names = list(inspect.signature(search).parameters)
+    if "max_seq_len" not in names:
+        pytest.skip(f"flashinfer {release}'s batch cap takes no max_seq_len: its key is the arguments as they are")
+    rng = random.Random(11)
+    crossings = 0
+    samples = SAMPLES // 4  # each search runs about 13 sizer steps
+    for _ in range(samples):
+        arguments = {"workspace_bytes": rng.choice((1 << 16, 1 << 20, 4 << 20, 16 << 20, 128 << 20)),
+                     "q_len": rng.choice((1, 2, 4)), "num_heads": rng.choice((16, 64, 128)), "kv_lora_rank": 512,
+                     # with a real SM count every probe of the search (B >= 4097) runs one split and needs
+                     # no workspace, so the cap is 8192 at any length; a huge count makes the probes split
+                     # the K tiles, and the cap then follows the K-tile count
+                     "max_active_blocks": rng.choice((132, 148, rng.randint(1 << 14, 1 << 17))),
+                     "max_seq_len": rng.choice((rng.randint(1, 4096), rng.randint(1, 1 << 20),
+                                                128 * rng.randint(1, 8192) + rng.choice((-1, 0, 1)))),
+                     "candidate_max": 8192, "cute_dsl_impl": rng.choice(("auto", "monolithic")), "sinks": None}
+        if "enable_dcp" in names:
+            arguments["enable_dcp"] = False
+        ceiling = k_tile_ceiling(arguments["max_seq_len"])
+        result = outcome(search, arguments)
+        assert result == outcome(search, {**arguments, "max_seq_len": ceiling}), arguments
+        crossings += result != outcome(search, {**arguments, "max_seq_len": ceiling + 1})
+    assert crossings >= samples // 100, f"only {crossings} of {samples} caps change with the K-tile count"

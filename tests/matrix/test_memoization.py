@@ -5,6 +5,8 @@
   members) to the identical object;
 * ``cache_info()`` of a patched function is fi_compat's own, and flashinfer's
   cache behind it stays empty;
+* the cute-dsl batch cap keeps one entry per K-tile class, and its binary
+  search leaves nothing in the sizer's memo or in flashinfer's cache behind it;
 * a call that reaches flashinfer's cache behind fi_compat's back (the
   original's cache called directly) shows in ``status()["bounds"]`` and in the
   census, next to fi_compat's numbers.
@@ -22,7 +24,7 @@ import pytest
 import fi_compat
 from fi_compat import census
 from fi_compat.bounds import BOUNDS
-from fi_compat.specs import CUTE_DSL_SPLIT_KV, TUNING_CONFIG
+from fi_compat.specs import CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV, TUNING_CONFIG, TUNING_CONFIG_BUILDER
 
 torch = pytest.importorskip("torch")
 
@@ -104,3 +106,29 @@ def test_growth_behind_fi_compats_back_shows_in_status_and_census(every_row_load
     grown = {g.qualname: g for g in census.grown(before, after)}
     assert grown[CUTE_DSL_SPLIT_KV.qualname].gained == 300 and grown[CUTE_DSL_SPLIT_KV.qualname].after.owner == "flashinfer"
     assert [g.qualname for g in census.over_bound(after, before, 256)] == [CUTE_DSL_SPLIT_KV.qualname]
+
+
+def test_batch_cap_search_keeps_one_entry_per_k_tile_class_and_no_probe(every_row_loaded, core, release, fi_device):
+    """300 lengths in 100 K-tile classes through the builder with a cute-dsl
+    runner: the batch cap holds 100 entries, the sizer none of the search's
+    probes, and flashinfer's own sizer cache stays empty (the numbers are read
+    from flashinfer's objects, not from fi_compat's statistics)."""
+    if not CUTE_DSL_BATCH_CAP.present_in(release):
+        pytest.skip(f"flashinfer {release}'s batch cap takes no max_seq_len: one answer per model, not bounded")
+    fi_compat.install()
+    sizer = getattr(sys.modules[CUTE_DSL_SPLIT_KV.module], CUTE_DSL_SPLIT_KV.name)
+    search = getattr(core, CUTE_DSL_BATCH_CAP.name)
+    build = getattr(core, TUNING_CONFIG_BUILDER.name)
+    parameters = inspect.signature(build).parameters
+    classes = range(1, 101)
+    for k_tiles in classes:
+        for offset in (127, 64, 0):  # three lengths of the same K-tile class
+            arguments = {"kv_cache": torch.empty(64, 64, 576, device="meta"),
+                         "block_tables": torch.empty(4, 4096, dtype=torch.int32, device="meta"),
+                         "workspace_buffer": torch.empty(4 << 20, dtype=torch.uint8, device="meta"),
+                         "runner_names": ["cute-dsl"], "q_len": 1, "num_heads": 128, "kv_lora_rank": 512,
+                         "max_seq_len": 128 * k_tiles - offset, "device": fi_device}
+            build(**{name: value for name, value in arguments.items() if name in parameters})
+    assert search.cache_info().currsize == len(classes)
+    assert sizer.cache_info().currsize == 0
+    assert sizer.__wrapped__.cache_info().currsize == 0
