@@ -315,7 +315,7 @@ FORMAT_ENFORCED = False
 # Files the wheel must carry beyond the fi_compat package (build_autostart_pth.py
 # writes the .pth; pyproject.toml lists the module and py.typed).
 WHEEL_FILES = ("fi_compat_autostart.pth", "_fi_compat_autostart.py", "fi_compat/py.typed", "fi_compat/__init__.py")
-SDIST_FILES = ("build_autostart_pth.py", "_fi_compat_autostart.py", "pyproject.toml", "fi_compat/py.typed")
+SDIST_FILES = ("build_autostart_pth.py", "CHANGELOG.md", "_fi_compat_autostart.py", "pyproject.toml", "fi_compat/py.typed")
 
 
 @nox.session(python=PYTHON)
