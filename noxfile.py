@@ -321,7 +321,7 @@ SDIST_FILES = ("build_autostart_pth.py", "CHANGELOG.md", "_fi_compat_autostart.p
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check (reported; enforced once FORMAT_ENFORCED)
-    and mypy (strict, with pyproject.toml's overrides).  Cost: ~20 s, most of
+    and mypy (strict, with pyproject.toml's overrides).  Cost: ~8 s, most of
     it installing the two tools; fails naming each finding."""
     # packaging and wrapt are the runtime dependencies: mypy reads their types.
     # torch and flashinfer stay out (pyproject.toml: ignore_missing_imports).
@@ -380,7 +380,7 @@ def build(session: nox.Session) -> None:
     venv gets the wheel and its two dependencies from the index, never torch
     or flashinfer; there ``fi-compat --version`` must print this tree's
     version, ``import fi_compat`` must work without them, the autostart .pth
-    must be in site-packages and ``pip check`` must pass.  Cost: ~40 s (two
+    must be in site-packages and ``pip check`` must pass.  Cost: ~25 s (two
     venvs, setuptools for the isolated build); fails naming what is wrong."""
     session.install(*BUILD_TOOLS)
     version = _source_version()
