@@ -300,7 +300,12 @@ def compat_doc(session: nox.Session) -> None:
 
 # Exact versions: a new ruff or mypy release adds rules and checks, and CI
 # must not start failing on code nobody changed.  Bump them on purpose.
-LINT_TOOLS = ("ruff==0.17.6", "mypy==2.4.1")
+LINT_TOOLS = ("ruff==0.17.6", "mypy==2.4.1", "check-jsonschema==0.39.0")
+# The CI templates against the schemas check-jsonschema ships (SchemaStore's
+# GitHub workflow schema, GitLab's CI schema): offline, unlike actionlint,
+# whose PyPI package downloads its binary from GitHub while it builds.
+CI_TEMPLATE_SCHEMAS = (("vendor.github-workflows", "examples/ci/github-actions.yml"),
+                       ("vendor.gitlab-ci", "examples/ci/gitlab-ci.yml"))
 BUILD_TOOLS = ("build==1.6.1", "twine==7.0.0")
 # What ruff checks: the library, the build files and this file.  tests/,
 # scripts/ and benchmarks/ are not checked yet.  mypy's files are set in
@@ -321,9 +326,10 @@ SDIST_FILES = ("build_autostart_pth.py", "CHANGELOG.md", "_fi_compat_autostart.p
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check (reported; enforced once FORMAT_ENFORCED)
-    and mypy (strict, with pyproject.toml's overrides).  Cost: ~8 s, most of
-    it installing the two tools; fails naming each finding."""
+    """ruff check, ruff format --check (reported; enforced once FORMAT_ENFORCED),
+    mypy (strict, with pyproject.toml's overrides) and the CI templates
+    against their schemas.  Cost: ~10 s, most of it installing the tools;
+    fails naming each finding."""
     # packaging and wrapt are the runtime dependencies: mypy reads their types.
     # torch and flashinfer stay out (pyproject.toml: ignore_missing_imports).
     session.install(*LINT_TOOLS, "packaging>=22", "wrapt>=2.4")
@@ -338,6 +344,8 @@ def lint(session: nox.Session) -> None:
         summary = (output or "").strip().splitlines()[-1:] or ["(no output)"]
         session.log(f"ruff format --check, not enforced yet (FORMAT_ENFORCED in noxfile.py, docs/ci.md): {summary[0]}")
     session.run("mypy")
+    for schema, path in CI_TEMPLATE_SCHEMAS:
+        session.run("check-jsonschema", "--builtin-schema", schema, path)
 
 
 def _check_archive_members(session: nox.Session, archive: Path, members: list[str], required: tuple[str, ...],
