@@ -328,7 +328,7 @@ SDIST_FILES = ("build_autostart_pth.py", "CHANGELOG.md", "_fi_compat_autostart.p
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check (reported; enforced once FORMAT_ENFORCED),
     mypy (strict, with pyproject.toml's overrides) and the CI templates
-    against their schemas.  Cost: ~10 s, most of it installing the tools;
+    against their schemas.  Cost: ~17 s, most of it installing the tools;
     fails naming each finding."""
     # packaging and wrapt are the runtime dependencies: mypy reads their types.
     # torch and flashinfer stay out (pyproject.toml: ignore_missing_imports).
@@ -389,7 +389,7 @@ def build(session: nox.Session) -> None:
     venv gets the wheel and its two dependencies from the index, never torch
     or flashinfer; there ``fi-compat --version`` must print this tree's
     version, ``import fi_compat`` must work without them, the autostart .pth
-    must be in site-packages and ``pip check`` must pass.  Cost: ~25 s (two
+    must be in site-packages and ``pip check`` must pass.  Cost: ~28 s (two
     venvs, setuptools for the isolated build); fails naming what is wrong."""
     session.install(*BUILD_TOOLS)
     version = _source_version()
