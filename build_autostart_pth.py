@@ -31,7 +31,7 @@ class BuildPyWithAutostartPth(build_py):
         with open(target, "w", encoding="utf-8") as handle:
             handle.write(PTH_TEXT)
 
-    def get_outputs(self, include_bytecode: bool = True) -> list:
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
         outputs = list(super().get_outputs(include_bytecode))
         outputs.append(os.path.join(self.build_lib, PTH_NAME))
         return outputs

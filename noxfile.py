@@ -13,6 +13,12 @@
   DIR`` or ``FI_COMPAT_WHEELHOUSE=DIR``.  ``scripts/run_gpu_matrix.py`` does the
   same without nox.
 * ``compat_doc``: regenerate ``docs/compatibility.md`` from the results.
+* ``lint``: ruff (lint; the formatter's check, see ``FORMAT_ENFORCED``) and
+  mypy on ``LINT_PATHS``, with the settings in pyproject.toml.
+* ``build``: ``python -m build`` (sdist, then the wheel from it), ``twine
+  check``, the files the wheel must carry, and the wheel installed into a
+  clean venv (no torch, no flashinfer) running ``fi-compat --version`` and
+  ``import fi_compat``.
 
 Every session builds its own virtual environment; nothing here touches the
 interpreter that runs nox.  ``tests`` and the matrix sessions share one base
@@ -32,6 +38,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import zipfile
@@ -286,3 +293,156 @@ def gpu_matrix(session: nox.Session, flashinfer: str) -> None:
 def compat_doc(session: nox.Session) -> None:
     """Regenerate docs/compatibility.md from docs/compat-results/."""
     session.run(sys.executable, str(ROOT / "scripts" / "generate_compatibility.py"), *session.posargs, external=True)
+
+
+# --------------------------------------------------------------------------
+# Lint and the build check (.ci/run runs both first: about a minute)
+
+# Exact versions: a new ruff or mypy release adds rules and checks, and CI
+# must not start failing on code nobody changed.  Bump them on purpose.
+LINT_TOOLS = ("ruff==0.17.6", "mypy==2.4.1", "check-jsonschema==0.39.0")
+# The CI templates against the schemas check-jsonschema ships (SchemaStore's
+# GitHub workflow schema, GitLab's CI schema): offline, unlike actionlint,
+# whose PyPI package downloads its binary from GitHub while it builds.
+CI_TEMPLATE_SCHEMAS = (("vendor.github-workflows", "examples/ci/github-actions.yml"),
+                       ("vendor.gitlab-ci", "examples/ci/gitlab-ci.yml"))
+BUILD_TOOLS = ("build==1.6.1", "twine==7.0.0")
+# What ruff checks: the library, the build files and this file.  tests/,
+# scripts/ and benchmarks/ are not checked yet.  mypy's files are set in
+# pyproject.toml ([tool.mypy] files).
+LINT_PATHS = ("fi_compat", "_fi_compat_autostart.py", "build_autostart_pth.py", "noxfile.py")
+# The formatter's check fails the session only once the tree has been
+# formatted: `ruff format` would rewrite 50 of the 70 files it would check, a
+# mechanical commit made once, after the branches in flight have merged
+# (docs/ci.md; it changes the code fingerprint of the committed matrix
+# results, so it goes with a matrix re-run).  That commit sets this to True.
+# Until then the session runs the check and reports its count, without failing.
+FORMAT_ENFORCED = False
+# Files the wheel must carry beyond the fi_compat package (build_autostart_pth.py
+# writes the .pth; pyproject.toml lists the module and py.typed).
+WHEEL_FILES = ("fi_compat_autostart.pth", "_fi_compat_autostart.py", "fi_compat/py.typed", "fi_compat/__init__.py")
+SDIST_FILES = ("build_autostart_pth.py", "CHANGELOG.md", "_fi_compat_autostart.py", "pyproject.toml", "fi_compat/py.typed")
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check, ruff format --check (reported; enforced once FORMAT_ENFORCED),
+    mypy (strict, with pyproject.toml's overrides) and the CI templates
+    against their schemas.  Cost: ~17 s, most of it installing the tools;
+    fails naming each finding."""
+    # packaging and wrapt are the runtime dependencies: mypy reads their types.
+    # torch and flashinfer stay out (pyproject.toml: ignore_missing_imports).
+    session.install(*LINT_TOOLS, "packaging>=22", "wrapt>=2.4")
+    session.run("ruff", "check", *LINT_PATHS)
+    # concise: one line per file; `ruff format --diff PATH` shows the change
+    if FORMAT_ENFORCED:
+        session.run("ruff", "format", "--check", "--output-format", "concise", *LINT_PATHS)
+    else:
+        # exit status 1 = some files would be reformatted: reported, not failed
+        output = session.run("ruff", "format", "--check", "--output-format", "concise", *LINT_PATHS,
+                             success_codes=[0, 1], silent=True)
+        summary = (output or "").strip().splitlines()[-1:] or ["(no output)"]
+        session.log(f"ruff format --check, not enforced yet (FORMAT_ENFORCED in noxfile.py, docs/ci.md): {summary[0]}")
+    session.run("mypy")
+    for schema, path in CI_TEMPLATE_SCHEMAS:
+        session.run("check-jsonschema", "--builtin-schema", schema, path)
+
+
+def _check_archive_members(session: nox.Session, archive: Path, members: list[str], required: tuple[str, ...],
+                           prefix: str = "") -> None:
+    missing = [name for name in required if prefix + name not in members]
+    if missing:
+        session.error(f"{archive.name} lacks {', '.join(missing)} (has {len(members)} files)")
+    session.log(f"{archive.name}: {len(members)} files, {', '.join(required)} present")
+
+
+def _source_version() -> str:
+    """fi_compat/_version.py's __version__, the one source of the version
+    (pyproject.toml reads it through setuptools' ``attr:``)."""
+    import re
+
+    text = (ROOT / "fi_compat" / "_version.py").read_text()
+    match = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE)
+    if match is None:
+        raise RuntimeError(f'no __version__ = "X" line in fi_compat/_version.py: {text!r}')
+    return match.group(1)
+
+
+def _run_clean(session: nox.Session, args: list[str], cwd: str) -> str:
+    """Run ``args`` in ``cwd`` without PYTHONPATH/PYTHONHOME (nothing of this
+    checkout or the caller's environment may reach the clean venv); fail the
+    session with its output on a non-zero exit.  Returns its stdout."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        session.error(f"{' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+@nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """Build the sdist and the wheel, check them, install the wheel into a
+    clean venv and run it.
+
+    ``python -m build`` builds the sdist, then the wheel from the unpacked
+    sdist, so a file the sdist forgets (MANIFEST.in) fails here.  The clean
+    venv gets the wheel and its two dependencies from the index, never torch
+    or flashinfer; there ``fi-compat --version`` must print this tree's
+    version, ``import fi_compat`` must work without them, the autostart .pth
+    must be in site-packages and ``pip check`` must pass.  Cost: ~28 s (two
+    venvs, setuptools for the isolated build); fails naming what is wrong."""
+    session.install(*BUILD_TOOLS)
+    version = _source_version()
+    with tempfile.TemporaryDirectory(prefix="fi-compat-build-") as tmp:
+        dist = Path(tmp) / "dist"
+        session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT))
+        wheels = sorted(dist.glob("*.whl"))
+        sdists = sorted(dist.glob("*.tar.gz"))
+        if len(wheels) != 1 or len(sdists) != 1:
+            session.error(f"expected one wheel and one sdist in {dist}, found {[p.name for p in dist.iterdir()]}")
+        wheel, sdist = wheels[0], sdists[0]
+        expected = f"fi_compat-{version}-py3-none-any.whl"
+        if wheel.name != expected:
+            session.error(f"wheel {wheel.name}, expected {expected} (fi_compat/_version.py)")
+        session.run("python", "-m", "twine", "check", "--strict", str(wheel), str(sdist))
+        with zipfile.ZipFile(wheel) as archive:
+            _check_archive_members(session, wheel, archive.namelist(), WHEEL_FILES)
+            metadata_name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+            metadata = email.parser.Parser().parsestr(archive.read(metadata_name).decode())
+        from packaging.requirements import Requirement  # nox depends on packaging
+
+        runtime = {Requirement(r).name for r in metadata.get_all("Requires-Dist") or []
+                   if "extra" not in str(Requirement(r).marker or "")}
+        if runtime != {"packaging", "wrapt"}:
+            session.error(f"the wheel's runtime requirements are {sorted(runtime)}, expected packaging and wrapt only")
+        import tarfile
+
+        with tarfile.open(sdist) as archive:
+            _check_archive_members(session, sdist, archive.getnames(), SDIST_FILES, prefix=f"fi_compat-{version}/")
+
+        # A clean venv: not nox's, no system site-packages, nothing but the wheel.
+        venv = Path(tmp) / "venv"
+        session.run(sys.executable, "-m", "venv", str(venv), external=True)
+        python = str(_venv_python(venv))
+        _run_clean(session, [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)], tmp)
+        _run_clean(session, [python, "-m", "pip", "check"], tmp)
+        script = venv / ("Scripts/fi-compat.exe" if sys.platform == "win32" else "bin/fi-compat")
+        # Run from the temporary directory, without PYTHONPATH, so that this
+        # checkout's fi_compat cannot shadow the installed one.
+        printed = _run_clean(session, [str(script), "--version"], tmp).strip()
+        if printed != f"fi-compat {version}":
+            session.error(f"fi-compat --version printed {printed!r}; expected 'fi-compat {version}'")
+        session.log(f"fi-compat --version: {printed}")
+        check = (
+            "import importlib.util, pathlib, sys, sysconfig, fi_compat\n"
+            f"assert fi_compat.__version__ == {version!r}, fi_compat.__version__\n"
+            "assert pathlib.Path(fi_compat.__file__).is_relative_to(sys.prefix), fi_compat.__file__\n"
+            "absent = [m for m in ('torch', 'flashinfer') if importlib.util.find_spec(m) is not None]\n"
+            "assert not absent, f'the wheel pulled in {absent}'\n"
+            "pth = pathlib.Path(sysconfig.get_paths()['purelib'], 'fi_compat_autostart.pth')\n"
+            "assert pth.read_text() == 'import _fi_compat_autostart\\n', pth\n"
+            "print('import fi_compat', fi_compat.__version__, 'from', fi_compat.__file__)\n"
+        )
+        session.log(_run_clean(session, [python, "-c", check], tmp).strip())
+        # The plain line the issue asks for, too (nothing imported before it).
+        _run_clean(session, [python, "-c", "import fi_compat"], tmp)

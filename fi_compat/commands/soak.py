@@ -217,7 +217,8 @@ def register(subparsers: Any) -> None:
                         help="how max_seq_len moves: a toy serving engine (default), uniform, a sweep, "
                              "or repeat (the same length every batch)")
     parser.add_argument("--distinct", default=None,
-                        help="sweep this many distinct lengths over 1..context ('all' for every one); implies --distribution sweep")
+                        help="sweep this many distinct lengths over 1..context ('all' for every one); "
+                             "implies --distribution sweep")
     parser.add_argument("--unpatched-steps", type=_positive, default=None,
                         help="run fewer batches on the unpatched side (the report says so)")
     parser.add_argument("--seed", type=int, default=0)

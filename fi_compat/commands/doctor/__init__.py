@@ -35,7 +35,7 @@ from .environment import FLASHINFER_KEYS, TORCH_KEYS, import_flashinfer
 from .report import SCHEMA_VERSION, TOP_LEVEL_KEYS, gather
 from .state import CENSUS_KEYS, INSTALLED_KEYS, SETTING_KEYS, TRTLLM_KEYS
 from .text import format_text
-from .verdicts import CALL_API_KEYS, ROW_KEYS
+from .verdicts import CALL_API_KEYS
 
 SECTION_KEYS = {
     "fi_compat": ("version", "path"),
