@@ -140,8 +140,7 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
         def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
             return target(*args, **kwargs)
 
-    if bound.probes:
-        compute = _probing(compute)
+    miss = _probing(compute) if bound.probes else compute
 
     fallback: Optional[Callable[[tuple, dict], Any]] = None
     if replaces_cache:
@@ -158,7 +157,7 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     entry = fast_entry(target) if bound.key is keys.builder_key and not replaces_cache else None
     if entry is not None and batch_cap is not None:
         entry = functools.partial(entry, batch_cap=batch_cap)
-    proxy = MemoizedFunction(original, cache, key, compute, fallback, entry=entry, fill=_keeping_unless_probing(cache))
+    proxy = MemoizedFunction(original, cache, key, miss, fallback, entry=entry, fill=_keeping_unless_probing(cache))
     if found.descriptor is not None:  # a class member: put the same descriptor back around the proxy
         step = PatchStep(bound.spec.qualname, found.raw, proxy, found.aliases,
                          before=original.cache_clear if replaces_cache else None, value=found.descriptor(proxy))

@@ -24,7 +24,7 @@ original (same function name, same parameters).
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from .. import specs
 from ..cache import MISSING
@@ -136,7 +136,7 @@ def batch_cap_of(builder: Callable) -> Optional[Callable[..., Optional[int]]]:
         try:
             search = namespace[name]
             if resolved.get("search") is not search:
-                target = getattr(search, "__wrapped__", search)
+                target = cast(Callable[..., Any], getattr(search, "__wrapped__", search))
                 resolved["search"], resolved["names"] = search, frozenset(inspect.signature(target).parameters)
             if "utils" not in resolved:  # the function is read per call, as the builder's own import does
                 resolved["utils"] = importlib.import_module("..cute_dsl.utils", package)

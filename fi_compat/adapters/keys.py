@@ -279,7 +279,7 @@ def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
 
 
 __all__ = [
-    "ArgumentLayout", "BUILDER_SCALARS", "batch_cap_key", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "builder_key", "builder_key_of",
-    "closure_value", "exact_key", "fresh_builder_arguments", "k_tile_ceiling", "nearest_profile_key", "profile_ladder",
-    "split_kv_key", "tuning_config_key",
+    "ArgumentLayout", "BUILDER_SCALARS", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "batch_cap_key", "builder_key",
+    "builder_key_of", "closure_value", "exact_key", "fresh_builder_arguments", "k_tile_ceiling", "nearest_profile_key",
+    "profile_ladder", "split_kv_key", "tuning_config_key",
 ]
