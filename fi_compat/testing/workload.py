@@ -164,13 +164,18 @@ def resize(torch: Any, inputs: Inputs, *, batch: Optional[int] = None, width: Op
 
 
 _ACCEPTS: dict[int, tuple[Any, frozenset[str]]] = {}
+_ACCEPTS_MAX = 64  # the decode function and its wrappers: a handful per process
 
 
 def accepted(function: Callable) -> frozenset[str]:
-    """The keyword names ``function`` accepts (cached per function object)."""
+    """The keyword names ``function`` accepts (cached per function object; the
+    cache keeps the function alive, so it is emptied past a few dozen: a
+    workload that bounds caches must not grow one)."""
     known = _ACCEPTS.get(id(function))
     if known is None or known[0] is not function:
         known = (function, frozenset(inspect.signature(function).parameters))
+        if len(_ACCEPTS) >= _ACCEPTS_MAX:
+            _ACCEPTS.clear()
         _ACCEPTS[id(function)] = known
     return known[1]
 
