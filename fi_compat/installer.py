@@ -94,14 +94,11 @@ def install(*, strict: Optional[bool] = None, cache_size: Optional[int] = None, 
     defaults (``maxsize`` is the deprecated name of ``cache_size``).  Invalid
     settings raise ``ValueError`` before anything changes.
 
-    Called again while an install is in force, an argument given to an earlier
-    ``install()`` and omitted now keeps its value (a bare ``install()``, such as
-    the one TensorRT-LLM's patched module runs at import, never undoes
-    ``install(strict=True, cache_size=64)`` made earlier); only
-    :func:`uninstall` forgets it.  If the settings are then the same: a no-op;
-    if different: fi_compat uninstalls and installs again with them (logged at
-    INFO).  If flashinfer is not imported yet, a post-import hook installs when
-    it is; importing fi_compat never imports it.
+    While an install is in force, an argument an earlier ``install()`` gave and
+    this one omits keeps its value (a bare ``install()``, as TensorRT-LLM's patched
+    module runs, never undoes ``install(strict=True)``); :func:`uninstall` forgets
+    it.  The same settings then: a no-op; different: uninstall and install again
+    (INFO).  If flashinfer is not imported yet, a post-import hook installs when it is.
 
     Failure behaviour: a row whose function changed is left untouched with one
     WARNING naming release, function and difference, or raises
