@@ -104,6 +104,7 @@ def test_guard_says_nothing_to_bound_with_no_mismatch(older):
     assert {row["verdict"] for row in result.bounds} == {"not-in-release"}
     assert f"flashinfer {release} predates every cache fi_compat bounds" in result.reason
     assert "missing" not in result.reason
+    assert not [note for note in result.notes if "not in the wheel" in note]  # 0.6.4's decode is in flashinfer.mla
 
 
 def test_install_is_plain_and_quiet_at_warning_level(older):
