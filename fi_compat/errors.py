@@ -58,7 +58,8 @@ class SignatureMismatchError(FiCompatError):
 
 
 class UnsupportedFeatureError(FiCompatError):
-    """A keyword of the stable call API does not exist in the installed release."""
+    """A keyword of the stable call API does not exist in the installed release,
+    or (:meth:`release_predates`) the whole function it calls does not yet."""
 
     def __init__(self, keyword: str, added_in: str | None, release: str | None,
                  qualname: str | None = None) -> None:
