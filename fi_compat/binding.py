@@ -33,7 +33,9 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Optional
 
-from .errors import SignatureMismatchError, UnsupportedFeatureError
+from packaging.version import InvalidVersion, Version
+
+from .errors import FiCompatError, SignatureMismatchError, UnsupportedFeatureError
 from .specs import REQUIRED, FunctionSpec
 
 _EMPTY = inspect.Parameter.empty
@@ -96,7 +98,7 @@ class Binding:
         self.required_after = tuple(
             frozenset(n for n in self.required if self.names.index(n) >= count) for count in range(len(self.names) + 1)
         )
-        self.error: Optional[SignatureMismatchError] = None
+        self.error: Optional[FiCompatError] = None
         self.differences: list[str] = []  # default differences, for the WARNING
         self.explicit_defaults: dict[str, Any] = {}
         self.accepted: frozenset[str] = frozenset()
@@ -119,6 +121,10 @@ class Binding:
 
     def _analyse(self) -> None:
         if self.function is None:
+            if self.spec.added_in is not None and self._predates(self.spec.added_in):
+                self.error = UnsupportedFeatureError.release_predates(self.api_name, self.spec.qualname,
+                                                                      self.spec.added_in, self.release)
+                return
             self._mismatch(None, "is missing (moved or removed)")
             return
         try:
@@ -161,6 +167,13 @@ class Binding:
                 self.explicit_defaults[name] = documented
                 self.differences.append(
                     f"{name!r} defaults to {parameter.default!r} (the call API documents {documented!r})")
+
+    def _predates(self, added_in: str) -> bool:
+        """Whether the installed release is older than ``added_in`` (an unreadable release: no)."""
+        try:
+            return self.release is not None and Version(Version(self.release).public) < Version(added_in)
+        except InvalidVersion:
+            return False
 
     def difference_message(self) -> Optional[str]:
         """The WARNING text for default differences, or ``None``."""

@@ -17,7 +17,8 @@ verdict               meaning, and what fi_compat does
 ``bounded-upstream``  flashinfer bounds it itself (``lru_cache(maxsize=N)``):
                       fi_compat stands aside
 ``no-cache``          flashinfer keeps no cache there: nothing to bound
-``not-in-release``    the release predates the function: nothing to do
+``not-in-release``    the release predates the function, or the row (older than
+                      :attr:`Bound.since`): nothing to bound here, no WARNING
 ``missing``           the release should have it and nothing binds it (moved or
                       removed): WARNING, or an error in strict mode
 ``mismatch``          its parameters changed, so the key may be incomplete:
@@ -94,6 +95,19 @@ class Bound:
     @property
     def module(self) -> str:
         return self.spec.module
+
+    @property
+    def since(self) -> Optional[Version]:
+        """The first release the row covers: the lower end of its verified range.
+
+        Older releases predate the row (``not-in-release``, no WARNING): before
+        0.6.13 flashinfer's MLA decode runs no autotuner and keys no cache on
+        max_seq_len (read from the 0.6.4 - 0.6.12 wheels: no tuning-config
+        builder, sizers keyed by batch size and SM count only), so there is no
+        leak to close and no verified key to close it with.  A release above the
+        range is different: it inherits the leak and is bounded, unverified."""
+        lowest = [Version(s.version) for s in self.verified if s.operator in (">=", "==")]
+        return min(lowest) if lowest else None
 
 
 _K_TILE_PROOF = ("output depends on max_seq_len only through ceil(max_seq_len / 128), the K-tile count "
@@ -220,6 +234,13 @@ def judge(bound: Bound, found: Optional[Found], release: Optional[Version]) -> V
 
     Pure: reads ``found`` and the release, runs nothing of flashinfer's."""
     qualname = bound.spec.qualname
+    since = bound.since
+    if release is not None and since is not None and Version(release.public) < since:
+        if not bound.spec.present_in(release):
+            return Verdict(bound, NOT_IN_RELEASE, f"{qualname} arrived in {bound.spec.added_in}")
+        return Verdict(bound, NOT_IN_RELEASE,
+                       f"flashinfer {release} predates this row: fi_compat bounds {qualname} from {since} on "
+                       "(before it keys no cache on max_seq_len); nothing to bound here", found=found)
     if found is not None and found.moved and not bound.spec.present_in(release):
         found = None  # a namesake elsewhere in a release that predates the function
     if found is None:
@@ -228,11 +249,6 @@ def judge(bound: Bound, found: Optional[Found], release: Optional[Version]) -> V
         return Verdict(bound, MISSING, f"{qualname} is missing (moved or removed)",
                        mismatch=compare(bound.spec, None))
     mismatch = compare(bound.spec, found.function)
-    if mismatch is not None and not bound.spec.present_in(release):
-        # the older form of a function whose current form arrived later (the
-        # cute-dsl batch cap before it took max_seq_len): not this row's
-        return Verdict(bound, NOT_IN_RELEASE, f"{qualname} in its current form arrived in {bound.spec.added_in}",
-                       found=found)
     if mismatch is not None:
         return Verdict(bound, MISMATCH, mismatch.describe(), found=found, mismatch=mismatch)
     where = f" (found in {found.defined_in}, moved from {bound.spec.module})" if found.moved else ""
@@ -257,13 +273,15 @@ VERIFIED = "verified"
 UNVERIFIED = "unverified"
 PARTIAL = "partial"
 UNSUPPORTED = "unsupported"
+PREDATES = "predates"
 
 
 @dataclass(frozen=True)
 class ReleaseVerdict:
     """Every row's verdict on one release, the call API's signature check, and the outcome.
 
-    ``outcome``: ``verified`` (nothing to fix, every bound verified here),
+    ``outcome``: ``predates`` (the release predates every row: nothing to
+    bound, nothing to verify), ``verified`` (nothing to fix, every bound verified here),
     ``unverified`` (everything fits, but some bound runs outside the releases
     the matrix verified), ``partial`` (some rows cannot be bounded, others
     can) or ``unsupported`` (nothing can be bounded)."""
@@ -280,6 +298,8 @@ class ReleaseVerdict:
     def outcome(self) -> str:
         if self.problems:
             return PARTIAL if any(v.kind == BOUND for v in self.rows) else UNSUPPORTED
+        if self.rows and all(v.kind == NOT_IN_RELEASE for v in self.rows):
+            return PREDATES
         return VERIFIED if all(v.verified for v in self.rows if v.kind == BOUND) else UNVERIFIED
 
     def reason(self) -> str:
@@ -289,6 +309,10 @@ class ReleaseVerdict:
             parts.append(f"outside the verified releases: {', '.join(unverified)}")
         if self.call_api is not None:
             parts.append(f"call API: {self.call_api.describe()}")
+        if not parts and self.outcome == PREDATES:
+            oldest = min((v.bound.since for v in self.rows if v.bound.since is not None), default=None)
+            return (f"flashinfer {self.release} predates every cache fi_compat bounds (the first arrives in "
+                    f"{oldest}): nothing to bound here")
         return "; ".join(parts) or f"flashinfer {self.release}: every bound fits and is verified"
 
 
@@ -324,6 +348,6 @@ def by_name(name: str) -> Bound:
 
 __all__ = [
     "BOUND", "BOUNDED_UPSTREAM", "BOUNDS", "Bound", "MISMATCH", "MISSING", "NOT_IN_RELEASE", "NO_CACHE", "PARTIAL",
-    "PROBLEMS", "ReleaseVerdict", "warnings_for", "UNSUPPORTED", "UNVERIFIED", "VERIFIED", "Verdict", "by_name", "judge",
+    "PREDATES", "PROBLEMS", "ReleaseVerdict", "warnings_for", "UNSUPPORTED", "UNVERIFIED", "VERIFIED", "Verdict", "by_name", "judge",
     "judge_release",
 ]

@@ -36,9 +36,9 @@ from . import installer, transparent
 from .binding import Binding
 from .config import check_policy
 from .adapters.base import Plan
-from .errors import DefaultMismatchWarning, UnsupportedReleaseWarning, warn
+from .errors import DefaultMismatchWarning, UnsupportedReleaseError, UnsupportedReleaseWarning, warn
 from .policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
-from .specs import CORE_MODULE, DECODE, TUNING_CONFIG_BUILDER, FunctionSpec
+from .specs import CORE_MODULE, DECODE, PUBLIC_MLA_MODULE, TUNING_CONFIG_BUILDER, FunctionSpec
 
 logger = logging.getLogger("fi_compat")
 
@@ -77,12 +77,19 @@ if hasattr(os, "register_at_fork"):
 
 
 def _core_module() -> Any:
+    """The module holding the decode function: ``flashinfer.mla._core`` from
+    0.6.8 on, the plain module ``flashinfer.mla`` before (0.6.4 - 0.6.7.post3
+    have no ``_core``).  ``ImportError`` only when flashinfer itself cannot be
+    imported: a release without ``_core`` is a release, not a broken host."""
     module = sys.modules.get(CORE_MODULE)
     if module is not None:
         return module
     try:
         import flashinfer.mla._core as module  # noqa: PLC0415  (first real use)
     except ImportError as exc:
+        public = sys.modules.get(PUBLIC_MLA_MODULE)
+        if getattr(exc, "name", None) == CORE_MODULE and public is not None and hasattr(public, DECODE.name):
+            return public
         raise ImportError(
             f"fi_compat.mla_decode needs flashinfer-python importable on this host ({exc}); "
             "on a CPU-only machine use fi_compat.testing.cpu_host()"
@@ -253,7 +260,15 @@ def _transparent_plan(settings: Any) -> Any:
     Cost: one signature comparison."""
     from .release_detection import detect_release  # noqa: PLC0415  (cheap: package metadata)
 
-    core = sys.modules[CORE_MODULE]
+    core = sys.modules.get(CORE_MODULE)
+    if core is None:  # 0.6.4 - 0.6.7.post3: no _core, and no tuning-config cache to route around
+        message = (f"transparent mode not installed: flashinfer-python {detect_release()} has no {CORE_MODULE} "
+                   "(it arrived in 0.6.8); call fi_compat.mla_decode directly")
+        if settings["strict"].value:
+            raise UnsupportedReleaseError(str(detect_release()), message)
+        logger.warning("fi_compat: %s", message)
+        warn(message, UnsupportedReleaseWarning)
+        return Plan()
     function = transparent.unwrap(getattr(core, DECODE.name))
     check = Binding(DECODE, function, api_name=_KINDS[DECODE_KIND][1], release=str(detect_release()))
     if check.error is not None:

@@ -92,11 +92,13 @@ def install(*, strict: Optional[bool] = None, cache_size: Optional[int] = None, 
 
     Arguments win over ``FI_COMPAT_*`` environment variables, which win over
     defaults (``maxsize`` is the deprecated name of ``cache_size``).  Invalid
-    settings raise ``ValueError`` before anything changes.  Called again with
-    the same settings: a no-op; with different ones: fi_compat uninstalls and
-    installs again with them (logged at INFO).  If flashinfer is not imported
-    yet, a post-import hook installs when it is; importing fi_compat never
-    imports it.
+    settings raise ``ValueError`` before anything changes.
+
+    While an install is in force, an argument an earlier ``install()`` gave and
+    this one omits keeps its value (a bare ``install()``, as TensorRT-LLM's patched
+    module runs, never undoes ``install(strict=True)``); :func:`uninstall` forgets
+    it.  The same settings then: a no-op; different: uninstall and install again
+    (INFO).  If flashinfer is not imported yet, a post-import hook installs when it is.
 
     Failure behaviour: a row whose function changed is left untouched with one
     WARNING naming release, function and difference, or raises
@@ -108,9 +110,11 @@ def install(*, strict: Optional[bool] = None, cache_size: Optional[int] = None, 
         warn("install(maxsize=...) is deprecated; use install(cache_size=...)", DeprecationWarning)
         if cache_size is None:
             cache_size = config.check_cache_size(maxsize, "maxsize")
-    settings = config.resolve_all(strict=strict, cache_size=cache_size, max_seq_len_policy=max_seq_len_policy,
-                                  transparent=transparent)
+    given = {"strict": strict, "cache_size": cache_size, "max_seq_len_policy": max_seq_len_policy,
+             "transparent": transparent}
     with _lock:
+        # Resolved under the lock: what an omitted argument keeps is the install in force now.
+        settings = config.resolve_all(**_keeping_earlier_arguments(given))
         _state.explicit = True
         _state.error = None
         if _state.phase != "not-installed":
@@ -121,6 +125,22 @@ def install(*, strict: Optional[bool] = None, cache_size: Optional[int] = None, 
             _uninstall()
         _install(settings)
         return status()
+
+
+#: Phases in which an install's settings are in force (a failed one left nothing installed).
+_IN_FORCE = ("pending", "installed", "unsupported", "disabled")
+
+
+def _keeping_earlier_arguments(given: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` with each omitted (``None``) argument replaced by the value an
+    earlier ``install()`` argument put in force.  Settings that came from the
+    environment or the defaults are resolved again, as before; after
+    :func:`uninstall` nothing is kept.  Lock held; costs a dict walk."""
+    if _state.phase not in _IN_FORCE:
+        return dict(given)
+    kept = {name: setting.value for name, setting in _state.settings.items()
+            if setting.source == "argument" and name in given}
+    return {name: kept.get(name) if value is None else value for name, value in given.items()}
 
 
 def _values(settings: Mapping[str, config.Setting]) -> dict[str, Any]:

@@ -29,8 +29,13 @@ from . import config
 
 MAX_SEQ_LEN_LIMIT = 2**31 - 1
 """The largest ``max_seq_len`` fi_compat passes on.  flashinfer's host code
-accepts any Python ``int`` (0, negatives, bools and values past 2**63 all reach
-the launch, measured on 0.6.13, 0.6.15, 0.6.18 and 0.7.4), but the launcher
+accepts any Python ``int`` with an explicit ``backend="trtllm-gen"`` (0, negatives,
+bools and values past 2**63 all reach the launch, measured on 0.6.13, 0.6.15,
+0.6.18 and 0.7.4), while its ``auto`` and ``cute-dsl`` backends raise
+``ValueError`` for ``max_seq_len <= 0`` themselves (0.6.18: "max_seq_len must be
+> 0"; tests/test_max_seq_len_range.py).  fi_compat takes the range that every
+backend accepts, so a call site does not pass or fail with the backend chosen
+(docs/errors.md, "Where fi_compat is stricter than flashinfer").  The launcher
 stores it in a 32-bit ``int`` (``mMaxSeqLenKv`` in trtllm's
 ``fmhaRunnerParams.h``), so a larger value wraps on the device, and 0.7.4's MLA
 planner requires ``0 < value <= INT_MAX`` itself (docs/design.md, "max_seq_len
@@ -58,7 +63,8 @@ def check_max_seq_len(value: object, what: str = "max_seq_len") -> int:
     if not 0 < number <= MAX_SEQ_LEN_LIMIT:
         raise ValueError(
             f"{what}={number} is out of range; accepted: 1 to {MAX_SEQ_LEN_LIMIT} (flashinfer's kernels keep it in "
-            "a 32-bit int, and a decode batch holds at least one token)"
+            "a 32-bit int, a decode batch holds at least one token, and flashinfer's own auto and cute-dsl "
+            "backends refuse 0)"
         )
     return number
 

@@ -30,6 +30,14 @@ PUBLISHED_RELEASES: tuple[str, ...] = (
     "0.7.0", "0.7.0.post1", "0.7.1", "0.7.2", "0.7.2.post1", "0.7.4",
 )
 
+#: Releases older than the matrix that a supported engine pins (TensorRT-LLM
+#: 1.2.1: 0.6.4) or that sit just below it (0.6.12, the last before MLA decode
+#: ran the autotuner).  Not matrix releases: tests/test_older_releases.py checks,
+#: on their real wheels, only the verdicts (every row ``not-in-release``, no
+#: WARNING), the guard (``nothing-to-bound``) and the call API (runs, or raises
+#: UnsupportedFeatureError naming the release and the parameter or function).
+OLDER_CHECKED_RELEASES: tuple[str, ...] = ("0.6.4", "0.6.12")
+
 # Every published release fi_compat supports: verified means "ran here".
 MATRIX_RELEASES: tuple[str, ...] = PUBLISHED_RELEASES
 

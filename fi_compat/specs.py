@@ -119,9 +119,14 @@ CUTE_DSL_BATCH_MLA_MODULE = "flashinfer.cute_dsl.attention.wrappers.batch_mla"
 CUTE_DSL_BATCH_HCA_MODULE = "flashinfer.cute_dsl.attention.wrappers.batch_hca"
 CUTE_DSL_RUBIN_MTP_MODULE = "flashinfer.cute_dsl.attention.rubin_mtp.mla_decode"
 AUTOTUNER_MODULE = "flashinfer.autotuner"
+#: The public module that re-exports the decode function (and, before 0.6.8, defines it).
+PUBLIC_MLA_MODULE = "flashinfer.mla"
 
 #: The public decode entry point (re-exported as ``flashinfer.mla.X`` and
-#: ``flashinfer.decode.X``).  Every release appends new parameters at the end.
+#: ``flashinfer.decode.X``).  Every release from 0.6.8 appends new parameters at
+#: the end.  Up to 0.6.7.post3 ``flashinfer.mla`` is a plain module that defines
+#: it (no ``_core``): the lookup finds it there as moved, and the call API
+#: falls back to ``flashinfer.mla`` (:data:`PUBLIC_MLA_MODULE`).
 DECODE = FunctionSpec(
     CORE_MODULE,
     "trtllm_batch_decode_with_kv_cache_mla",
@@ -130,12 +135,16 @@ DECODE = FunctionSpec(
         "block_tables seq_lens max_seq_len"
     )
     + _params(
-        "sparse_mla_top_k out bmm1_scale bmm2_scale sinks skip_softmax_threshold_scale_factor enable_pdl "
-        "backend is_var_seq uses_shared_paged_kv_idx lse return_lse cute_dsl_impl",
+        "sparse_mla_top_k out bmm1_scale bmm2_scale sinks skip_softmax_threshold_scale_factor enable_pdl backend",
         sparse_mla_top_k=0, out=None, bmm1_scale=1.0, bmm2_scale=1.0, sinks=None,
-        skip_softmax_threshold_scale_factor=None, enable_pdl=None, backend="auto", is_var_seq=True,
-        uses_shared_paged_kv_idx=True, lse=None, return_lse=False, cute_dsl_impl="auto",
+        skip_softmax_threshold_scale_factor=None, enable_pdl=None, backend="auto",
     )
+    # 0.6.7 appended uses_shared_paged_kv_idx after backend; 0.6.8 inserted
+    # is_var_seq before it (so 0.6.7's positional order differs: binding by
+    # name covers it).  Read from the 0.6.4 - 0.6.12 wheels.
+    + _params("is_var_seq", "0.6.8", is_var_seq=True)
+    + _params("uses_shared_paged_kv_idx", "0.6.7", uses_shared_paged_kv_idx=True)
+    + _params("lse return_lse cute_dsl_impl", "0.6.12", lse=None, return_lse=False, cute_dsl_impl="auto")
     + _params("kv_scale_format cum_seq_lens_q max_q_len", "0.6.14",
               kv_scale_format="auto", cum_seq_lens_q=None, max_q_len=None)
     + _params("multi_ctas_kv_counter_buffer", "0.6.15", multi_ctas_kv_counter_buffer=None)
@@ -154,6 +163,7 @@ TUNING_CONFIG_BUILDER = FunctionSpec(
     + _params("has_sparse_mla_top_k_lens", "0.6.17", has_sparse_mla_top_k_lens=False)
     + _params("cute_dsl_impl sinks", "0.6.16", cute_dsl_impl="auto", sinks=None)
     + _params("enable_dcp cp_world cp_rank", "0.6.17", enable_dcp=False, cp_world=1, cp_rank=0),
+    added_in="0.6.13",  # with MLA decode's use of the autotuner; absent from 0.6.12 and older
 )
 
 #: flashinfer's memo of the TuningConfig: an unbounded ``functools.cache`` from
@@ -175,6 +185,7 @@ CUTE_DSL_SPLIT_KV = FunctionSpec(
     _params("B q_len H kv_lora_rank max_active_blocks")
     + _params("max_seq_len occupancy_q_tiles", "0.6.16", max_seq_len=None, occupancy_q_tiles=None)
     + _params("num_kv_splits", "0.7.4", num_kv_splits=None),
+    added_in="0.6.12",
 )
 
 #: The cute-dsl batch cap: a binary search of the batch size over 1..8192
@@ -199,6 +210,7 @@ CUTE_DSL_SPLIT_KV_BATCH_MLA = FunctionSpec(
     CUTE_DSL_BATCH_MLA_MODULE,
     "_get_split_kv_and_workspace_size",
     _params("B q_len H kv_lora_rank max_active_blocks"),
+    added_in="0.6.8",
 )
 
 #: The heavily-compressed-attention wrapper's sizer (0.6.18 on): keyed by batch size and HCA length.
@@ -251,6 +263,7 @@ def homes(name: str) -> frozenset[str]:
 
 __all__ = [
     "ALL", "homes", "AUTOTUNER_MODULE", "NEAREST_PROFILE", "NEAREST_PROFILE_CACHED", "CORE_MODULE", "CUTE_DSL_BATCH_HCA_MODULE", "CUTE_DSL_BATCH_MLA_MODULE", "CUTE_DSL_MONOLITHIC_MODULE",
-    "CUTE_DSL_BATCH_CAP", "CUTE_DSL_RUBIN_MTP_MODULE", "CUTE_DSL_SPLIT_KV", "CUTE_DSL_SPLIT_KV_BATCH_HCA", "CUTE_DSL_SPLIT_KV_BATCH_MLA",
-    "CUTE_DSL_SPLIT_KV_RUBIN_MTP", "DECODE", "FunctionSpec", "Param", "REQUIRED", "TUNING_CONFIG", "TUNING_CONFIG_BUILDER",
+    "CUTE_DSL_BATCH_CAP", "CUTE_DSL_RUBIN_MTP_MODULE", "CUTE_DSL_SPLIT_KV", "CUTE_DSL_SPLIT_KV_BATCH_HCA",
+    "CUTE_DSL_SPLIT_KV_BATCH_MLA", "CUTE_DSL_SPLIT_KV_RUBIN_MTP", "DECODE", "FunctionSpec", "PUBLIC_MLA_MODULE", "Param",
+    "REQUIRED", "TUNING_CONFIG", "TUNING_CONFIG_BUILDER",
 ]

@@ -40,6 +40,20 @@ built-in `ValueError` / `TypeError` / `ImportError` for invalid arguments;
 all warnings derive from `fi_compat.FiCompatWarning`.  Invalid settings raise
 before anything is patched.  The default-mode warnings are also logged once
 at WARNING on the `fi_compat` logger, prefixed `fi_compat: `.
+
+## Where fi_compat is stricter than flashinfer
+
+`max_seq_len=0` (and any value below 1) is refused by `mla_decode()` on every
+backend.  flashinfer itself is inconsistent there: with an explicit
+`backend="trtllm-gen"` its host code passes 0 to the kernel, but its `auto`
+backend (vLLM's and SGLang's default) and `cute-dsl` raise `ValueError:
+max_seq_len must be > 0` (0.6.18; 0.7.4's MLA planner checks it too).  The
+value must be at least the batch's largest `seq_lens`, which in decode counts
+the token being decoded, so 0 describes no real decode batch.  Accepting it
+only where trtllm-gen would run would make a call site switched to
+`mla_decode()` pass or fail with the backend flashinfer picks; fi_compat takes
+the range every backend accepts (1 to 2**31-1, the kernels' 32-bit int).
+`tests/test_max_seq_len_range.py` checks both halves on the real wheel.
 """
 
 

@@ -359,6 +359,10 @@ ROWS: list[Row] = [
     Row("build-missing", "build_mla_decode_tuning_config()", "a release without the builder (renamed)",
         build(**builder_kwargs()), "SignatureMismatchError",
         "_build_mla_decode_tuning_config is missing (moved or removed)", replace={"_build_mla_decode_tuning_config": None}),
+    Row("build-predates", "build_mla_decode_tuning_config()", "a release older than the builder",
+        build(**builder_kwargs()), "UnsupportedFeatureError",
+        "which flashinfer-python added in 0.6.13; the installed release 0.6.12 predates it", release="0.6.12",
+        replace={"_build_mla_decode_tuning_config": None}),
     # ---------------------------------------------------------------- apply_max_seq_len_policy()
     Row("policy-unknown", "apply_max_seq_len_policy()", "policy='fixed'",
         policy(100, policy="fixed", page_size=32, capacity=4096), "ValueError",

@@ -19,7 +19,7 @@ from packaging.version import Version
 import fi_compat
 from fi_compat import bounds, installer, specs
 from fi_compat.bounds import (
-    BOUND, BOUNDED_UPSTREAM, MISMATCH, MISSING, NO_CACHE, NOT_IN_RELEASE, PARTIAL, UNSUPPORTED, UNVERIFIED,
+    BOUND, BOUNDED_UPSTREAM, MISMATCH, MISSING, NO_CACHE, NOT_IN_RELEASE, PARTIAL, PREDATES, UNSUPPORTED, UNVERIFIED,
     VERIFIED, by_name, judge, judge_release,
 )
 from fi_compat.commands.guard.wheel import WheelSources
@@ -460,3 +460,31 @@ def test_installing_releases_what_the_unbounded_cache_held(tmp_path):
 def test_unsupported_release_error_names_the_release_and_what_to_do():
     error = UnsupportedReleaseError("0.9.0", "nothing binds the tuning config")
     assert str(error).startswith("flashinfer-python 0.9.0: nothing binds the tuning config. Pin a release")
+
+
+# --------------------------------------------------------------------------- releases below a row (issue #25)
+
+
+@pytest.mark.parametrize("row", ["nearest-profile", "split-kv", "builder"])
+def test_a_release_below_the_rows_first_release_predates_it_even_with_the_function(row, tmp_path):
+    """0.6.13's functions judged as 0.6.12: the row starts at 0.6.13 (its
+    verified range), so it is not-in-release, found or not, and no problem."""
+    with loaded_release("0.6.13", tmp_path) as fake:
+        judged = judge(by_name(row), source_lookup(DirectoryReader(str(fake.root)))(by_name(row).spec),
+                       Version("0.6.12"))
+    assert judged.kind == NOT_IN_RELEASE and not judged.problem
+    assert by_name(row).since == Version("0.6.13")
+    assert "0.6.13" in judged.reason
+
+
+def test_a_release_above_the_range_is_still_bound_unverified(tmp_path):
+    with loaded_release("0.7.4", tmp_path) as fake:
+        whole = judged_release(fake, "0.7.5")
+    assert whole.outcome == UNVERIFIED
+
+
+def test_a_release_below_every_row_has_the_outcome_predates(tmp_path):
+    with loaded_release("0.6.13", tmp_path) as fake:
+        whole = judged_release(fake, "0.6.4")
+    assert whole.outcome == PREDATES and whole.problems == []
+    assert "predates every cache fi_compat bounds (the first arrives in 0.6.13)" in whole.reason()

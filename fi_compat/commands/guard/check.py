@@ -13,6 +13,8 @@ unverified      ``compatible-unverified``  everything fits, outside the verified
                                            releases: run the matrix
 partial         ``unsupported``            some cache cannot be bounded (each
 unsupported                                function and its difference listed)
+predates        ``nothing-to-bound``       the release predates every cache
+                                           fi_compat bounds (0.6.4 - 0.6.12)
 ==============  =========================  =====================================
 
 A decode signature that differs from :data:`fi_compat.specs.DECODE` makes the
@@ -28,7 +30,7 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ...bounds import BOUNDS, PARTIAL, UNSUPPORTED, UNVERIFIED, VERIFIED, judge_release
+from ...bounds import BOUNDS, PARTIAL, PREDATES, UNSUPPORTED, UNVERIFIED, VERIFIED, judge_release
 from ...specs import DECODE
 from .fetch import wheel_release
 from .errors import WheelError
@@ -39,9 +41,10 @@ GUARD_UNVERIFIED = "compatible-unverified"
 GUARD_UNSUPPORTED = "unsupported"
 GUARD_LEAKS = "leaks"  # --census: a flashinfer cache grows per distinct length with fi_compat installed
 GUARD_ERROR = "error"
+GUARD_NOTHING = "nothing-to-bound"  # exit 0: fi_compat installs and leaves flashinfer as it is
 
 _WORDS = {VERIFIED: GUARD_VERIFIED, UNVERIFIED: GUARD_UNVERIFIED, PARTIAL: GUARD_UNSUPPORTED,
-          UNSUPPORTED: GUARD_UNSUPPORTED}
+          UNSUPPORTED: GUARD_UNSUPPORTED, PREDATES: GUARD_NOTHING}
 
 RUN_MATRIX = "run the release matrix on this release before relying on it (nox -s matrix)"
 
@@ -96,12 +99,16 @@ def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] =
                 and version != _maybe_version(expected_release):
             notes.append(f"asked for {expected_release}, the wheel holds {version}")
         expected = [bound.spec for bound in BOUNDS if bound.spec.present_in(version)] + [DECODE]
+        lookup = lookup_for(wheel)
         for module in sorted({spec.module for spec in expected}):
+            # 0.6.4 - 0.6.7.post3 define the decode in flashinfer.mla (no _core): found, not a loss
+            if module == DECODE.module and not wheel.has_module(module) and lookup(DECODE) is not None:
+                continue
             if not wheel.has_module(module):
                 notes.append(f"{' / '.join(module_path(module))} is not in the wheel "
                              f"(module {module} moved or removed)")
         try:
-            judged = judge_release(lookup_for(wheel), version)
+            judged = judge_release(lookup, version)
         except SyntaxError as exc:  # a wheel is refused, never a traceback (docs/guard.md)
             raise WheelError(f"{path}!{exc.filename}:{exc.lineno}: does not parse: {exc.msg}") from None
     verdict = _WORDS[judged.outcome]
@@ -138,5 +145,5 @@ def _maybe_version(text: str) -> Optional[Version]:
         return None
 
 
-__all__ = ["GUARD_ERROR", "GUARD_LEAKS", "GUARD_UNSUPPORTED", "GUARD_UNVERIFIED", "GUARD_VERIFIED",
+__all__ = ["GUARD_ERROR", "GUARD_LEAKS", "GUARD_NOTHING", "GUARD_UNSUPPORTED", "GUARD_UNVERIFIED", "GUARD_VERIFIED",
            "Result", "check_wheel", "wheel_version"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from .check import GUARD_ERROR, GUARD_LEAKS, GUARD_UNSUPPORTED, GUARD_UNVERIFIED, GUARD_VERIFIED, Result
+from .check import GUARD_ERROR, GUARD_LEAKS, GUARD_NOTHING, GUARD_UNSUPPORTED, GUARD_UNVERIFIED, GUARD_VERIFIED, Result
 
 EXIT_OK = 0
 EXIT_UNSUPPORTED = 1
@@ -90,6 +90,7 @@ def as_table(results: Sequence[Result], notes: Sequence[str]) -> str:
         f"{len(results)} checked: {counts[GUARD_VERIFIED]} verified, {counts[GUARD_UNVERIFIED]} "
         f"compatible-unverified, {counts[GUARD_UNSUPPORTED]} unsupported, "
         + (f"{counts[GUARD_LEAKS]} leaking, " if counts[GUARD_LEAKS] or any(r.census for r in results) else "")
+        + (f"{counts[GUARD_NOTHING]} nothing to bound, " if counts.get(GUARD_NOTHING) else "")
         + f"{counts[GUARD_ERROR]} "
         f"not checked (errors); exit {exit_status(results)}"
     )
