@@ -11,12 +11,19 @@ delete them.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import Any, Callable
 
 from packaging.version import Version
 
 from fi_compat.release_detection import detect_release
+
+
+def environ_without_fi_compat_settings() -> dict[str, str]:
+    """``os.environ`` less every ``FI_COMPAT_*`` variable: a test's subprocess
+    sets fi_compat's settings itself (fi_compat reads them on every call)."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("FI_COMPAT_")}
 
 
 def installed_release() -> Version:
