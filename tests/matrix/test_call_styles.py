@@ -96,8 +96,13 @@ def drawn_arguments(function: Any, names: list[str], seed: int) -> tuple[Optiona
     with flashinfer's last refusal when none of 2,000 draws is accepted (a
     function that takes more than integers: on SM90 with 0.7.4 the tuning code
     raises AttributeError on an ``int`` where it reads ``.shape``).  An error
-    that is not flashinfer's propagates.  Costs up to 2,000 calls, each
-    refused at its first check."""
+    that is not flashinfer's propagates; names the function cannot take are
+    ``(None, why)`` at once.  Costs up to 2,000 calls, each refused at its
+    first check."""
+    try:  # a name the function lacks or needs (a class method's ``cls``): no draw can be passed
+        inspect.signature(function).bind(**dict.fromkeys(names))
+    except TypeError as exc:
+        return None, f"not passable by name: TypeError: {exc}"
     rng = random.Random(seed)
     refusal = None
     for _ in range(2000):
