@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from typing import Any, Callable
 
@@ -234,6 +235,28 @@ def _owner(module: str) -> str | None:
     return None
 
 
+#: How Python words a call its target's signature refuses (raised in the
+#: caller's frame, before the target runs): ``name() got an unexpected keyword
+#: argument 'x'``, ``... missing 1 required positional argument``, and so on.
+_SIGNATURE_REFUSAL = re.compile(r"^([A-Za-z_][\w.]*)\(\) (got an unexpected keyword argument|missing \d+ required|"
+                                r"takes \d+|takes from \d+|got multiple values|got some positional-only)")
+
+
+def _flashinfer_function_named(qualname: str) -> bool:
+    """Whether a loaded flashinfer module defines a function or class member
+    of this qualified name (the name a signature refusal quotes)."""
+    head, *rest = qualname.split(".")
+    for name, module in list(sys.modules.items()):
+        if not (name == "flashinfer" or name.startswith("flashinfer.")) or module is None:
+            continue
+        found = getattr(module, head, None)
+        for part in rest:
+            found = getattr(found, part, None)
+        if callable(found) and str(getattr(found, "__module__", "")).startswith("flashinfer"):
+            return True
+    return False
+
+
 def raised_by_flashinfer(error: BaseException) -> bool:
     """Whether ``error`` came out of flashinfer's code: of the frames its
     traceback passes through, the innermost one that belongs to flashinfer or
@@ -241,8 +264,14 @@ def raised_by_flashinfer(error: BaseException) -> bool:
     is flashinfer's.  Frames of torch, CUTLASS DSL or the CUDA runtime below
     flashinfer are flashinfer's callees; test code around it is neither.  So
     an error raised in fi_compat, or in a test helper with no flashinfer frame
-    below it, is not flashinfer's, whatever its type.  Costs one walk of the
-    traceback."""
+    below it, is not flashinfer's, whatever its type.  One exception: a
+    TypeError with no frame of either, whose message is Python's refusal of
+    a call by the signature of a function flashinfer defines (a release
+    without a keyword the caller passes: ``...() got an unexpected keyword
+    argument 'enable_dcp'`` on releases before decode context parallelism),
+    is that release's refusal; the same TypeError with a fi_compat frame
+    inside (fi_compat passed the keyword on) is fi_compat's.  Costs one walk
+    of the traceback (and, for such a TypeError, of ``sys.modules``)."""
     owner = None
     tb = error.__traceback__
     while tb is not None:  # outermost to innermost: the last owned frame wins
@@ -250,6 +279,9 @@ def raised_by_flashinfer(error: BaseException) -> bool:
         if found is not None:
             owner = found
         tb = tb.tb_next
+    if owner is None and isinstance(error, TypeError):
+        refused = _SIGNATURE_REFUSAL.match(str(error))
+        return refused is not None and _flashinfer_function_named(refused.group(1))
     return owner == "flashinfer"
 
 

@@ -9,6 +9,9 @@ Milliseconds.
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 
 from support import flashinfer_refusal, raised_by_flashinfer
@@ -58,3 +61,35 @@ def test_a_call_that_returns_is_no_refusal_and_skips_pass_through():
     skipping = function_in("flashinfer.mla", "skip('not here')", skip=pytest.skip)
     with pytest.raises(pytest.skip.Exception):
         flashinfer_refusal(skipping)
+
+
+@pytest.fixture
+def flashinfer_module(monkeypatch):
+    """A loaded ``flashinfer.*`` module defining ``decode(query)``, as an older
+    release's decode function without a newer keyword."""
+    module = types.ModuleType("flashinfer._refusal_fake")
+    decode = function_in(module.__name__, "return args")
+    decode.__name__ = decode.__qualname__ = "decode_without_dcp"
+    module.decode_without_dcp = decode
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module
+
+
+def test_a_keyword_the_releases_signature_lacks_is_its_refusal(flashinfer_module):
+    decode = flashinfer_module.decode_without_dcp
+    refusal = flashinfer_refusal(lambda: decode(1, enable_dcp=True))  # raised in the caller's frame
+    assert isinstance(refusal, TypeError) and "unexpected keyword argument 'enable_dcp'" in str(refusal)
+
+
+def test_the_same_keyword_passed_on_by_fi_compat_fails(flashinfer_module):
+    passes_on = function_in("fi_compat.call_api", "return g(1, enable_dcp=True)", g=flashinfer_module.decode_without_dcp)
+    with pytest.raises(TypeError, match="enable_dcp"):
+        flashinfer_refusal(passes_on)
+
+
+def test_a_signature_refusal_of_the_tests_own_function_fails(flashinfer_module):
+    def helper(query):
+        return query
+
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        flashinfer_refusal(lambda: helper(1, enable_dcp=True))
