@@ -61,7 +61,7 @@ RESULTS_ENV = "FI_COMPAT_MATRIX_RESULTS"
 
 def _load_script(name: str) -> ModuleType:
     """``scripts/<name>.py`` by path, registered under its plain name so that
-    its own ``import _common`` finds the one already loaded."""
+    its own ``import _matrix_common`` finds the one already loaded."""
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
@@ -71,12 +71,12 @@ def _load_script(name: str) -> ModuleType:
     return module
 
 
-_common = _load_script("_common")
-_releases = _common.release_list()
+_matrix_common = _load_script("_matrix_common")
+_releases = _matrix_common.release_list()
 MATRIX_RELEASES: tuple[str, ...] = tuple(_releases.MATRIX_RELEASES)
 NEWEST = MATRIX_RELEASES[-1]
 DEFAULT_FLASHINFER: str = _releases.DEFAULT_RELEASE
-RESULTS = _common.RESULTS
+RESULTS = _matrix_common.RESULTS
 
 
 def install_host_stack(session: nox.Session, flashinfer: str = DEFAULT_FLASHINFER) -> None:

@@ -26,7 +26,7 @@ import inspect
 import itertools
 import json
 
-from _common import CLOCKS, HOSTS, flashinfer_host, load_average, per_call_us_both, spread
+from _bench_common import CLOCKS, HOSTS, flashinfer_host, load_average, per_call_us_both, spread
 
 WORKLOADS = (
     ("same max_seq_len every call", ("trtllm-gen",), True),

@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 
-from _common import CLOCKS, HOSTS, flashinfer_host, load_average, spread
+from _bench_common import CLOCKS, HOSTS, flashinfer_host, load_average, spread
 
 VARIANTS = ("flashinfer", "fi_compat")
 COMBOS = ("trtllm:trtllm-gen", "vllm:auto", "vllm:trtllm-gen", "vllm:cute-dsl", "sglang:auto")

@@ -14,11 +14,14 @@ Two measurements, each side by side in one run (alternating, medians of 7):
 
 from __future__ import annotations
 
+import argparse
 
-from _common import interleaved, per_call_us
+from _bench_common import interleaved, per_call_us
 
 
 def main() -> int:
+    # no options: parsed so that --help prints the description instead of running
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     import torch
 
     import fi_compat

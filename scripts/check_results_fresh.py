@@ -2,7 +2,7 @@
 """Fail when the committed matrix results are older than the code they vouch for.
 
 Each ``docs/compat-results/<platform>/<release>.json`` records the fingerprint
-of the fi_compat package it ran (``scripts/_common.py``: ``fingerprint()``).
+of the fi_compat package it ran (``scripts/_matrix_common.py``: ``fingerprint()``).
 This compares every result with the checkout and with
 ``fi_compat.release_list.MATRIX_RELEASES``, and exits 1 naming each release
 that is
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS, ROOT, fingerprint, matrix_command, read_results, release_list
+from _matrix_common import RESULTS, ROOT, fingerprint, matrix_command, read_results, release_list
 
 
 def findings(results: dict[str, dict[str, Any]], matrix: tuple[str, ...], current: dict[str, str],

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from _common import MATRIX_RUN_FILE, RESULTS, ROOT, read_results, release_list
+from _matrix_common import MATRIX_RUN_FILE, RESULTS, ROOT, read_results, release_list
 
 OUTPUT = ROOT / "docs" / "compatibility.md"
 

@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import MATRIX_RUN_FILE, RESULTS, ROOT, read_results, release_list
+from _matrix_common import MATRIX_RUN_FILE, RESULTS, ROOT, read_results, release_list
 
 #: The noxfile's matrix sessions write their result here (default RESULTS/cpu).
 RESULTS_ENV = "FI_COMPAT_MATRIX_RESULTS"

@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import RESULTS, ROOT, release_list
+from _matrix_common import RESULTS, ROOT, release_list
 
 WHEELHOUSE_ENV = "FI_COMPAT_WHEELHOUSE"
 

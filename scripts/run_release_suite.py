@@ -18,7 +18,7 @@ skipped; GPU: no shim, ``gpu`` tests included), then
      "census": [{"layout": "vllm", "backend": "auto", "mode": "q1", ...}, ...],
      "verified": true}
 
-``fingerprint`` (``scripts/_common.py``) hashes the fi_compat package that ran
+``fingerprint`` (``scripts/_matrix_common.py``) hashes the fi_compat package that ran
 and the suite; ``scripts/check_results_fresh.py`` compares it with the
 checkout.  ``verified`` is true only when pytest exited 0 having passed at
 least one test and the growth measurement ran without error.  The exit status
@@ -44,7 +44,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, fingerprint, write_result
+from _matrix_common import ROOT, fingerprint, write_result
 
 SCHEMA = 2  # 2: fingerprint and seconds
 

@@ -29,7 +29,7 @@ def fine_grained_switching():
 def load(monkeypatch):
     """``load(name)``: scripts/<name>.py loaded by path, with scripts/ on
     sys.path for the test as when the script runs (each imports its sibling
-    ``_common``)."""
+    ``_matrix_common``)."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
 
     def load_script(name: str):

@@ -40,10 +40,12 @@ class ChildError(RuntimeError):
 class ForkServer:
     """``run(site, "module:function", **kwargs)`` in a fresh fork.  Close with
     :meth:`close` (or use as a context manager).  ``paths`` go first on the
-    server's ``PYTHONPATH`` (the modules the children call)."""
+    server's ``PYTHONPATH`` (the modules the children call); ``environ`` is
+    the server's (and so every child's) environment, default ``os.environ``."""
 
-    def __init__(self, paths: tuple[str, ...] = (), preload: tuple[str, ...] = PRELOAD, start_timeout: float = 180) -> None:
-        env = dict(os.environ)
+    def __init__(self, paths: tuple[str, ...] = (), preload: tuple[str, ...] = PRELOAD, start_timeout: float = 180,
+                 environ: Optional[dict[str, str]] = None) -> None:
+        env = dict(os.environ if environ is None else environ)
         env["PYTHONPATH"] = os.pathsep.join([*paths, str(Path(__file__).parent), env.get("PYTHONPATH", "")])
         env.setdefault("OMP_NUM_THREADS", "1")
         self._stderr = tempfile.TemporaryFile()

@@ -11,12 +11,20 @@ delete them.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from packaging.version import Version
 
 from fi_compat.release_detection import detect_release
+
+
+def environ_without_fi_compat_settings() -> dict[str, str]:
+    """``os.environ`` less every ``FI_COMPAT_*`` variable: a test's subprocess
+    sets fi_compat's settings itself (fi_compat reads them on every call)."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("FI_COMPAT_")}
 
 
 def installed_release() -> Version:
@@ -205,3 +213,94 @@ def sglang_call(function: Any, t: dict[str, Any], max_seq_len: int, **extra: Any
         seq_lens=t["seq_lens"], max_seq_len=max_seq_len, bmm1_scale=extra.pop("bmm1_scale", 1.0), return_lse=False,
         skip_softmax_threshold_scale_factor=None, **extra,
     )
+
+
+# --------------------------------------------------------------------------- what the device refuses
+
+#: Modules whose frames are fi_compat's own code.  fi_compat.testing is left out:
+#: its CPU shim and loader stub stand in for the device and for flashinfer's
+#: kernel loader, so an error raised there on flashinfer's behalf is the host's
+#: answer to flashinfer, as torch's would be on a real device.
+_FI_COMPAT = "fi_compat"
+_FI_COMPAT_HOST = "fi_compat.testing"
+
+
+def _owner(module: str) -> str | None:
+    if module == "flashinfer" or module.startswith("flashinfer."):
+        return "flashinfer"
+    if module == _FI_COMPAT_HOST or module.startswith(_FI_COMPAT_HOST + "."):
+        return None
+    if module == _FI_COMPAT or module.startswith(_FI_COMPAT + "."):
+        return "fi_compat"
+    return None
+
+
+#: How Python words a call its target's signature refuses (raised in the
+#: caller's frame, before the target runs): ``name() got an unexpected keyword
+#: argument 'x'``, ``... missing 1 required positional argument``, and so on.
+_SIGNATURE_REFUSAL = re.compile(r"^([A-Za-z_][\w.]*)\(\) (got an unexpected keyword argument|missing \d+ required|"
+                                r"takes \d+|takes from \d+|got multiple values|got some positional-only)")
+
+
+def _flashinfer_function_named(qualname: str) -> bool:
+    """Whether a loaded flashinfer module defines a function or class member
+    of this qualified name (the name a signature refusal quotes)."""
+    head, *rest = qualname.split(".")
+    for name, module in list(sys.modules.items()):
+        if not (name == "flashinfer" or name.startswith("flashinfer.")) or module is None:
+            continue
+        found = getattr(module, head, None)
+        for part in rest:
+            found = getattr(found, part, None)
+        if callable(found) and str(getattr(found, "__module__", "")).startswith("flashinfer"):
+            return True
+    return False
+
+
+def raised_by_flashinfer(error: BaseException) -> bool:
+    """Whether ``error`` came out of flashinfer's code: of the frames its
+    traceback passes through, the innermost one that belongs to flashinfer or
+    to fi_compat (fi_compat.testing, the host stand-in, counts as neither)
+    is flashinfer's.  Frames of torch, CUTLASS DSL or the CUDA runtime below
+    flashinfer are flashinfer's callees; test code around it is neither.  So
+    an error raised in fi_compat, or in a test helper with no flashinfer frame
+    below it, is not flashinfer's, whatever its type.  One exception: a
+    TypeError with no frame of either, whose message is Python's refusal of
+    a call by the signature of a function flashinfer defines (a release
+    without a keyword the caller passes: ``...() got an unexpected keyword
+    argument 'enable_dcp'`` on releases before decode context parallelism),
+    is that release's refusal; the same TypeError with a fi_compat frame
+    inside (fi_compat passed the keyword on) is fi_compat's.  Costs one walk
+    of the traceback (and, for such a TypeError, of ``sys.modules``)."""
+    owner = None
+    tb = error.__traceback__
+    while tb is not None:  # outermost to innermost: the last owned frame wins
+        found = _owner(str(tb.tb_frame.f_globals.get("__name__", "")))
+        if found is not None:
+            owner = found
+        tb = tb.tb_next
+    if owner is None and isinstance(error, TypeError):
+        refused = _SIGNATURE_REFUSAL.match(str(error))
+        return refused is not None and _flashinfer_function_named(refused.group(1))
+    return owner == "flashinfer"
+
+
+def describe_error(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def flashinfer_refusal(call: Callable[[], Any]) -> BaseException | None:
+    """Run ``call``; ``None`` when it returns, the exception when flashinfer
+    raised it, whatever its type (a device refuses a kernel with ValueError on
+    one release, NotImplementedError on another, and AttributeError deep in
+    flashinfer's tuner on SM90 with 0.7.4).  Anything else is re-raised
+    unchanged: an error from fi_compat's code, or from the test's own code
+    before flashinfer is reached, fails the test.  Only ``Exception`` is
+    caught: pytest's skip/fail outcomes and KeyboardInterrupt pass through."""
+    try:
+        call()
+    except Exception as error:
+        if not raised_by_flashinfer(error):
+            raise
+        return error
+    return None

@@ -1,5 +1,5 @@
 """Committed matrix results against the code they vouch for: the fingerprint
-(scripts/_common.py), the freshness check (scripts/check_results_fresh.py) and
+(scripts/_matrix_common.py), the freshness check (scripts/check_results_fresh.py) and
 the CI's representative release set (scripts/run_cpu_matrix.py --ci)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def common(load):
-    return load("_common")
+    return load("_matrix_common")
 
 
 @pytest.fixture
@@ -169,7 +169,7 @@ def test_findings_name_each_kind_of_problem(load):
 
 def test_check_passes_on_fresh_results_and_names_stale_ones(load, tmp_path, capsys):
     check = load("check_results_fresh")
-    common = load("_common")
+    common = load("_matrix_common")
     fresh = common.fingerprint()
     folder = tmp_path / "cpu"
     for release in MATRIX_RELEASES:
@@ -199,7 +199,7 @@ def test_the_writer_fingerprints_the_package_that_ran(load):
     checkout, so the checker's fingerprint must be the same."""
     import fi_compat
 
-    common = load("_common")
+    common = load("_matrix_common")
     assert common.fingerprint(Path(fi_compat.__file__).parent) == common.fingerprint()
 
 
@@ -233,7 +233,7 @@ def test_ci_spells_no_release_number():
 
 def test_longest_previous_run_goes_first(load, tmp_path, monkeypatch):
     matrix = load("run_cpu_matrix")
-    common = load("_common")
+    common = load("_matrix_common")
     committed, here = tmp_path / "committed", tmp_path / "here"
     monkeypatch.setattr(matrix, "RESULTS", committed)
     for release, seconds in (("0.6.13", {"pytest": 50.0, "growth": 20.0}), ("0.6.15", {"pytest": 300.0})):
@@ -251,7 +251,7 @@ def test_run_cpu_matrix_refuses_a_release_outside_the_matrix(load, capsys):
 
 
 def test_generator_shows_the_whole_matrix_time(load, tmp_path):
-    common = load("_common")
+    common = load("_matrix_common")
     (tmp_path / "cpu").mkdir()
     common.write_result(tmp_path / "cpu", {
         "release": "0.6.18", "verified": True, "device": "CPU x", "python": "3.11.7", "torch": "2.13.0+cpu",

@@ -232,6 +232,29 @@ def quiet_launches(fi_cpu_host: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
+def fork_server() -> Iterator[Any]:
+    """One :class:`drift_runner.ForkServer` for the whole run: a process that
+    imported torch, flashinfer's third-party dependencies and fi_compat (never
+    flashinfer) and forks a child per synthetic release (the drift catalogue,
+    the moved and re-exported releases).  A child then pays only for
+    importing its flashinfer, not for a fresh interpreter's torch (about 1 s)
+    and dependencies (about 0.4 s); the server starts once (about 2 s).  Its
+    environment has no ``FI_COMPAT_*`` settings.  Skips where there is no
+    ``os.fork``; a server that does not start fails the tests that use it."""
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork")
+    from pathlib import Path
+
+    from drift_runner import ForkServer
+    from support import environ_without_fi_compat_settings
+
+    here = Path(__file__).resolve().parent
+    with ForkServer(paths=(str(here.parent.parent), str(here.parent), str(here)),
+                    environ=environ_without_fi_compat_settings()) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def matrix_report() -> Iterator[list[dict[str, Any]]]:
     """Rows the census tests measured; written as JSON to ``$FI_COMPAT_MATRIX_REPORT``
     (if set) at the end of the session, for docs/compatibility.md."""

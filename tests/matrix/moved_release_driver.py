@@ -2,7 +2,8 @@
 
     python moved_release_driver.py OUT.json LENGTHS
 
-The synthetic ``flashinfer`` comes first on ``PYTHONPATH``.  This imports it,
+or ``run(out, lengths)`` in a child of the fork server.  The synthetic
+``flashinfer`` comes first on ``sys.path``.  This imports it,
 drives ``LENGTHS // 8`` distinct max_seq_len values through the real decode
 host path without fi_compat, empties flashinfer's caches, installs fi_compat
 (recording its warnings), drives ``LENGTHS`` more, and writes what it saw:
@@ -61,6 +62,13 @@ def main(out: str, lengths: int) -> int:
     with open(out, "w") as handle:
         json.dump(report, handle, default=str)
     return 0
+
+
+def run(out: str, lengths: int) -> int:
+    """``main`` in a child of the fork server (tests/matrix/conftest.py's
+    ``fork_server``): the server imported torch and fi_compat, never
+    flashinfer, and put the synthetic site first on ``sys.path``."""
+    return main(out, lengths)
 
 
 if __name__ == "__main__":

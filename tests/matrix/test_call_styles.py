@@ -27,6 +27,7 @@ from fi_compat.adapters import keys
 from fi_compat.lookup import aliases_of
 
 import decode_driver
+from support import describe_error, flashinfer_refusal
 
 torch = pytest.importorskip("torch")
 
@@ -76,10 +77,11 @@ def recorded(fi_cpu_host, decode_function, flashinfer_cache_reset) -> ArgumentRe
     try:
         for layout, backend, mode in RECORDED_PATHS:
             driver = decode_driver.Driver(torch, decode_function, layout, backend, mode, context=8192)
-            try:
-                driver.call(8, 3000)
-            except (ValueError, NotImplementedError) as exc:  # a path this release rejects records nothing
-                recorder.rejections.append(f"{layout}/{backend}/{mode}: {type(exc).__name__}: {exc}")
+            # a path this release or device refuses records nothing; an error that is
+            # not flashinfer's (the driver's, fi_compat's) propagates and fails the module
+            refusal = flashinfer_refusal(lambda: driver.call(8, 3000))
+            if refusal is not None:
+                recorder.rejections.append(f"{layout}/{backend}/{mode}: {describe_error(refusal)}")
     finally:
         sys.setprofile(None)
         installer.reset()
@@ -87,22 +89,31 @@ def recorded(fi_cpu_host, decode_function, flashinfer_cache_reset) -> ArgumentRe
     return recorder
 
 
-def drawn_arguments(function: Any, names: list[str], seed: int) -> Optional[dict[str, Any]]:
+def drawn_arguments(function: Any, names: list[str], seed: int) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     """Integers by parameter name for a function the decode path does not reach
-    (the sizers of other kernels), redrawn until the function accepts them;
-    ``None`` when no draw is accepted (a function that takes more than integers)."""
+    (the sizers of other kernels), redrawn until the function accepts them.
+    Returns ``(values, None)`` for the first accepted draw, or ``(None, refusal)``
+    with flashinfer's last refusal when none of 2,000 draws is accepted (a
+    function that takes more than integers: on SM90 with 0.7.4 the tuning code
+    raises AttributeError on an ``int`` where it reads ``.shape``).  An error
+    that is not flashinfer's propagates; names the function cannot take are
+    ``(None, why)`` at once.  Costs up to 2,000 calls, each refused at its
+    first check."""
+    try:  # a name the function lacks or needs (a class method's ``cls``): no draw can be passed
+        inspect.signature(function).bind(**dict.fromkeys(names))
+    except TypeError as exc:
+        return None, f"not passable by name: TypeError: {exc}"
     rng = random.Random(seed)
+    refusal = None
     for _ in range(2000):
         values = {name: rng.choice((1, 2, 4, 8, 64, 128, 148, 512, 3000)) for name in names}
         values.update({name: rng.choice((2, 4)) for name in names if name == "q_len"})
         values.update({name: 128 for name in names if name in ("H", "num_heads")})
         values.update({name: 512 for name in names if name == "kv_lora_rank"})
-        try:
-            function(**values)
-            return values
-        except (ValueError, TypeError):
-            continue
-    return None
+        refusal = flashinfer_refusal(lambda: function(**values))
+        if refusal is None:
+            return values, None
+    return None, describe_error(refusal)
 
 
 @pytest.mark.parametrize("name", [bound.name for bound in BOUNDS])
@@ -114,14 +125,18 @@ def test_positional_keyword_and_mixed_calls_share_one_key(name, recorded, releas
     uncached = getattr(original, "__wrapped__", original)
     names = [p for p in inspect.signature(original).parameters]
     arguments = recorded.calls.get(bound.spec.qualname)
+    drawn_refusal = None
     if arguments is None:
-        arguments = drawn_arguments(uncached, names, seed=len(name))
+        arguments, drawn_refusal = drawn_arguments(uncached, names, seed=len(name))
     if arguments is None:
+        # A skip needs a refusal of a real engine call: drawn integers alone being
+        # refused says nothing about the device (the function may take tensors).
         if not recorded.rejections:
-            pytest.fail(f"no recorded path reached {bound.spec.qualname} and no drawn arguments were accepted")
+            pytest.fail(f"no recorded path reached {bound.spec.qualname} and no drawn arguments were accepted "
+                        f"(flashinfer's last answer: {drawn_refusal})")
         # on an SM90 device 0.7.4 refuses the engine paths that reach the tuning code
         pytest.skip(f"flashinfer {release} refused the recorded decode paths that reach {bound.spec.qualname} on "
-                    f"this host (first: {recorded.rejections[0]})")
+                    f"this host (first: {recorded.rejections[0]}; drawn integers: {drawn_refusal})")
     values = [arguments[p] for p in names]
     expected = original(*values)  # flashinfer's own answer, before fi_compat (install empties its cache)
 

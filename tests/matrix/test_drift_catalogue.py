@@ -12,14 +12,14 @@ refused ``install(strict=True)`` (which must not be undone behind the
 caller's back).
 
 Each release runs in a child forked from one server that has torch loaded
-(tests/drift_runner.py); the whole catalogue takes about 40-60 s on one core.
+(tests/drift_runner.py; the run's ``fork_server`` fixture, shared with
+test_moved_and_reexported.py); the whole catalogue takes about 30-60 s on one core.
 """
 
 from __future__ import annotations
 
 import os
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -29,8 +29,6 @@ from drift_runner import ForkServer
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 CHECKS = "drift_call_api_checks"
 
 # edit -> (decode outcome per form, builder outcome per form): "ok" or the
@@ -53,9 +51,9 @@ DEFAULT_CHANGED = {"decode-new-default": "'bmm2_scale' defaults to 2.0", "builde
 
 
 @pytest.fixture(scope="module")
-def server():
-    with ForkServer(paths=(str(ROOT), str(ROOT / "tests"), str(HERE))) as running:
-        yield running
+def server(fork_server):
+    """The run's one fork server (tests/matrix/conftest.py), shared with the moved-release tests."""
+    return fork_server
 
 
 @pytest.fixture(scope="module")

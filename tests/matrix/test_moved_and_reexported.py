@@ -14,8 +14,9 @@ source: a package directory whose files are symlinks to the real ones, except
 
 The moved functions read ``_core``'s names (helpers, ``TuningConfig``) the
 way a real refactor's imports would give them: ``_core`` hands its globals to
-``_tuning`` once it has run.  Each variant runs in a subprocess
-(``moved_release_driver.py``) under the CPU-host shim: flashinfer alone
+``_tuning`` once it has run.  Each variant runs in its own process
+(``moved_release_driver.py``, a child of the run's fork server, or a fresh
+interpreter where there is no ``os.fork``) under the CPU-host shim: flashinfer alone
 grows per length, and with fi_compat the census shows no growth.
 """
 
@@ -33,6 +34,8 @@ from pathlib import Path
 import pytest
 
 from fi_compat.specs import TUNING_CONFIG, TUNING_CONFIG_BUILDER
+
+from support import environ_without_fi_compat_settings
 
 pytest.importorskip("torch")
 if importlib.util.find_spec("flashinfer") is None:  # find, not import: it needs the shim
@@ -108,6 +111,15 @@ def synthetic_release(variant: str, root: Path) -> Path:
         for entry in directory.iterdir():
             if entry.name not in (skip, "__pycache__"):
                 (site / directory.relative_to(real.parent) / entry.name).symlink_to(entry)
+        # the real bytecode of every module left as it is (not _core's), so the
+        # child does not compile flashinfer's top-level modules again
+        compiled = directory / "__pycache__"
+        if compiled.is_dir():
+            cache = site / directory.relative_to(real.parent) / "__pycache__"
+            cache.mkdir()
+            for entry in compiled.iterdir():
+                if entry.name.split(".")[0] != Path(skip).stem:
+                    (cache / entry.name).symlink_to(entry)
     source = (real / "mla" / "_core.py").read_text()
     names = {s.name for s in (TUNING_CONFIG, TUNING_CONFIG_BUILDER)}
     present = {n.name for n in definitions(ast.parse(source), names)}
@@ -130,13 +142,15 @@ def variant_report(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("synthetic")
     site = synthetic_release(variant, root)
     out = root / f"{variant}.json"
-    path = os.pathsep.join([str(site), str(HERE), *sys.path])
-    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
-    for name in [n for n in env if n.startswith("FI_COMPAT_")]:
-        del env[name]
-    done = subprocess.run([sys.executable, str(HERE / "moved_release_driver.py"), str(out), str(LENGTHS)],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    if hasattr(os, "fork"):  # a child of the run's fork server: no fresh interpreter's torch import
+        request.getfixturevalue("fork_server").run(site, "moved_release_driver:run", timeout=300, out=str(out),
+                                                   lengths=LENGTHS)
+    else:
+        path = os.pathsep.join([str(site), str(HERE), *sys.path])
+        env = {**environ_without_fi_compat_settings(), "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run([sys.executable, str(HERE / "moved_release_driver.py"), str(out), str(LENGTHS)],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["flashinfer_file"].startswith(str(site)), "the subprocess imported the installed flashinfer"
     return variant, report

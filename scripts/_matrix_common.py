@@ -4,6 +4,10 @@ result vouches for.
 
 Standard library only.  Scripts import it as a sibling module (a script's own
 directory is first on ``sys.path``); the noxfile and the tests load it by path.
+Its name is unique across scripts/ and benchmarks/ (benchmarks have
+``_bench_common``): a benchmark that loads a script by path shares one
+``sys.modules`` with it, and two helpers of one name would shadow each other
+(tests/test_entry_points.py checks).
 """
 
 from __future__ import annotations

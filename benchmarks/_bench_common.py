@@ -1,5 +1,9 @@
 """Shared by the benchmark scripts: interleaved A/B timing, both clocks, the host shim.
 
+Named apart from scripts/_matrix_common.py: benchmarks/device_figures.py loads
+scripts/run_gpu_matrix.py into its own process, and a shared helper name would
+shadow one folder's helper with the other's (tests/test_entry_points.py checks).
+
 Two clocks, read around the same stretch of calls:
 
 * ``wall``: ``time.perf_counter``; what a user waits for on a quiet machine;
