@@ -116,15 +116,10 @@ _K_TILE_PROOF = ("output depends on max_seq_len only through ceil(max_seq_len / 
 
 _EXACT = "keyed on its arguments as they are: nothing normalised, only bounded"
 
-# The sizers keep the plain cache size: once the batch cap's search no longer
-# fills them, only launches reach them, and an uncached sizer call costs about
-# 1.9 us against a hit's 1.3 us (CPU host, 0.6.18), so a large memo would buy
-# almost nothing for its ~290 B an entry.  The batch cap (~330 B an entry, a
-# 13-step search per miss) holds every K-tile class of a 128K context twice over.
-# The nearest-profile memo of 0.6.18 on saves 1.4 us a hit (2.0 us uncached)
-# for ~400 B an entry, on a key of batch size times block-table width: the
-# plain size holds every batch size of an engine with a fixed width (vLLM,
-# TensorRT-LLM), and SGLang's per-batch widths outgrow any memo.
+# Sizes (docs/design.md): the sizers and 0.6.18's nearest-profile memo keep the
+# plain size, since a hit saves 0.6 / 1.4 us over the uncached call (CPU host)
+# for ~290 / 400 B an entry once the batch cap's probes no longer reach them;
+# the batch cap (a 13-step search per miss) holds a 128K context's K-tile classes twice.
 BOUNDS: tuple[Bound, ...] = (
     Bound(
         "tuning-config", specs.TUNING_CONFIG, keys.tuning_config_key,
@@ -348,6 +343,6 @@ def by_name(name: str) -> Bound:
 
 __all__ = [
     "BOUND", "BOUNDED_UPSTREAM", "BOUNDS", "Bound", "MISMATCH", "MISSING", "NOT_IN_RELEASE", "NO_CACHE", "PARTIAL",
-    "PREDATES", "PROBLEMS", "ReleaseVerdict", "warnings_for", "UNSUPPORTED", "UNVERIFIED", "VERIFIED", "Verdict", "by_name", "judge",
-    "judge_release",
+    "PREDATES", "PROBLEMS", "ReleaseVerdict", "warnings_for", "UNSUPPORTED", "UNVERIFIED", "VERIFIED", "Verdict",
+    "by_name", "judge", "judge_release",
 ]

@@ -117,7 +117,8 @@ def batch_cap_of(builder: Callable) -> Optional[Callable[..., Optional[int]]]:
     keyword with the workspace size, the SM count of the device
     (``cute_dsl.utils.get_num_sm``) and ``_TRTLLM_GEN_MLA_MAX_BATCH`` as the
     candidate maximum; this does the same, through the names of the builder's
-    own module at call time, so the installed batch-cap memo answers it.  Only
+    own module at call time, so the installed batch-cap memo answers it; where
+    that memo is not installed it returns ``None`` (no search per call).  Only
     the keywords the installed search takes are passed.  Any error returns
     ``None`` (the key then holds the cap's inputs, as without this, and the
     builder raises its own error).  Cost of a batch-cap hit: about 2 us.
@@ -135,6 +136,8 @@ def batch_cap_of(builder: Callable) -> Optional[Callable[..., Optional[int]]]:
                   cute_dsl_impl: Any, enable_dcp: Any) -> Optional[int]:
         try:
             search = namespace[name]
+            if not getattr(search, "_fi_compat_memo", False):
+                return None  # unbounded (the batch-cap row not installed): a 13-step search per key is no key
             if resolved.get("search") is not search:
                 target = cast(Callable[..., Any], getattr(search, "__wrapped__", search))
                 resolved["search"], resolved["names"] = search, frozenset(inspect.signature(target).parameters)
