@@ -152,6 +152,97 @@ def test_failed_import_leaves_no_half_initialised_flashinfer_behind(monkeypatch)
     assert "flashinfer.fake_half_loaded" not in sys.modules
 
 
+def _leftovers_of_a_failed_import(monkeypatch) -> None:
+    """sys.modules as a raising flashinfer/__init__.py leaves it: the package
+    gone, a submodule that finished loading still there (the real case is
+    test_doctor_report_after_a_failed_real_import)."""
+    import types
+
+    for name in [n for n in sys.modules if n == "flashinfer" or n.startswith("flashinfer.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, specs.CORE_MODULE, types.ModuleType(specs.CORE_MODULE))
+
+
+def test_doctor_report_after_a_failed_import_says_so_and_reads_the_source(monkeypatch):
+    if environment.package_directories() == []:
+        pytest.skip("needs an installed flashinfer to read from source")
+    _leftovers_of_a_failed_import(monkeypatch)
+    report = doctor.gather(in_process=True)
+    fi = report["flashinfer"]
+    assert (fi["imported"], fi["import_mode"]) == (False, None)
+    assert fi["import_error"].startswith(environment.FAILED_HERE), fi["import_error"]
+    assert "the error itself is not recorded" in fi["import_error"]
+    assert report["bounds"]["checked_on"] == "source" and report["census"]["taken"] is False
+    assert any(p.startswith("flashinfer could not be imported (import failed in this process")
+               for p in report["problems"]), report["problems"]
+    try:
+        raise ValueError("an unrelated error being handled")
+    except ValueError:
+        unrelated = doctor.gather(in_process=True)["flashinfer"]["import_error"]
+    assert "the error itself is not recorded" in unrelated and "ValueError" not in unrelated
+    try:
+        raise ImportError("cannot import name 'x' from 'flashinfer.jit'", name="flashinfer.jit")
+    except ImportError:
+        recorded = doctor.gather(in_process=True)["flashinfer"]["import_error"]
+    assert recorded.endswith("it raised ImportError: cannot import name 'x' from 'flashinfer.jit'"), recorded
+
+
+FAILED_IMPORT = """
+import json
+try:
+    import flashinfer
+except Exception as exc:
+    failure = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+else:
+    failure = None
+import fi_compat
+from fi_compat.commands import doctor
+after = doctor.gather(in_process=True)
+text = fi_compat.doctor_report()
+during = None
+try:
+    import flashinfer
+except Exception:
+    during = doctor.gather(in_process=True)
+print(json.dumps({"failure": failure, "after": after, "text": text, "during": during}, default=str))
+"""
+
+
+def test_doctor_report_after_a_failed_real_import():
+    """The installed flashinfer imported without the CPU shim on a CPU-only
+    torch: 0.6.18's __init__ raises after loading 160-odd submodules, which
+    once made doctor_report() say "ok (already-imported)" and list verified
+    rows as missing."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("flashinfer imports on a CUDA host")
+    done = run_cli("-c", FAILED_IMPORT)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    if result["failure"] is None:
+        pytest.skip("import flashinfer succeeded here")
+    after = result["after"]
+    check_schema(after)
+    fi = after["flashinfer"]
+    assert fi["imported"] is False and fi["import_error"].startswith("import failed in this process"), fi
+    assert after["bounds"]["checked_on"] == "source"
+    assert [row["name"] for row in after["bounds"]["rows"] if row["verdict"] in ("missing", "mismatch")] == []
+    if fi["release"] in specs_verified_releases():
+        assert after["bounds"]["outcome"] == "verified"
+    assert not any(" is missing " in p for p in after["problems"]), after["problems"]
+    assert any("could not be imported (import failed in this process" in p for p in after["problems"])
+    assert "ok (already-imported)" not in result["text"]
+    assert "failed/skipped: import failed in this process" in result["text"]
+    # Called while the import error is being handled, the report names it.
+    assert result["during"]["flashinfer"]["import_error"].endswith(f"it raised {result['failure']}")
+
+
+def specs_verified_releases() -> set[str]:
+    from fi_compat.release_list import MATRIX_RELEASES
+
+    return set(MATRIX_RELEASES)
+
+
 # --------------------------------------------------------------------------- absent / other releases
 
 

@@ -18,6 +18,8 @@ FLASHINFER_KEYS = ("release", "detected_from", "metadata_version", "build_meta_v
 
 NOT_IMPORTED_HERE = "not imported in this process"
 NOT_ATTEMPTED = "not attempted (--no-import)"
+FAILED_HERE = "import failed in this process"  # the start of import_error after a failed `import flashinfer`
+PACKAGE = "flashinfer"
 
 
 def fi_compat_section() -> dict[str, Any]:
@@ -89,6 +91,81 @@ def import_flashinfer(cpu_shim: bool = False) -> Optional[str]:
     return None
 
 
+def _flashinfer_modules() -> list[str]:
+    return [name for name, module in sys.modules.items()
+            if module is not None and (name == PACKAGE or name.startswith(PACKAGE + "."))]
+
+
+def flashinfer_imported() -> bool:
+    """Whether flashinfer's MLA module is imported *and* the package itself is.
+
+    Python removes a package from ``sys.modules`` when its ``__init__`` raises,
+    but keeps the submodules that finished loading before it did (0.6.18's
+    ``flashinfer/__init__.py`` loads ``flashinfer.mla._core`` and 160-odd
+    others, then fails on a CPU-only torch).  Those leftovers are not a working
+    flashinfer: reading them would report rows of a verified release as
+    missing, because the modules that failed never loaded."""
+    return sys.modules.get(PACKAGE) is not None and sys.modules.get(CORE_MODULE) is not None
+
+
+def _raised_by_flashinfer(exc: Optional[BaseException], package_dir: Optional[str]) -> bool:
+    if exc is None:
+        return False
+    if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] == PACKAGE:
+        return True
+    if package_dir is None:
+        return False
+    root = os.path.normcase(os.path.abspath(package_dir)) + os.sep
+    tb = exc.__traceback__
+    while tb is not None:
+        if os.path.normcase(os.path.abspath(tb.tb_frame.f_code.co_filename)).startswith(root):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def recorded_import_error(package_dir: Optional[str]) -> Optional[str]:
+    """The exception a failed ``import flashinfer`` raised, when this process
+    still holds it, in words; else ``None``.
+
+    Python keeps no record of a failed import.  What can still hold it: the
+    exception being handled (``doctor_report()`` called from the ``except``
+    around ``import flashinfer``) and the last one that reached the
+    interactive prompt (``sys.last_exc`` / ``sys.last_value``).  One of them
+    counts when its traceback runs through the flashinfer package (or it is an
+    ImportError of a flashinfer module), so an unrelated error is not blamed
+    on flashinfer.  Cost: a walk over at most three tracebacks."""
+    candidates = (sys.exc_info()[1], getattr(sys, "last_exc", None), getattr(sys, "last_value", None))
+    for exc in candidates:
+        if _raised_by_flashinfer(exc, package_dir):
+            assert exc is not None
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return None
+
+
+def failed_import(package_dir: Optional[str]) -> Optional[str]:
+    """``import_error`` for a process whose ``import flashinfer`` failed
+    earlier, or ``None`` when there is no sign of that.
+
+    The sign is flashinfer submodules in ``sys.modules`` without the package
+    (see :func:`flashinfer_imported`).  A failure before any submodule loaded
+    leaves no trace and reads as "not imported in this process".  Reads
+    ``sys.modules`` only; imports nothing."""
+    if sys.modules.get(PACKAGE) is not None:
+        return None
+    leftovers = _flashinfer_modules()
+    if not leftovers:
+        return None
+    error = recorded_import_error(package_dir)
+    cause = (f"it raised {error}" if error is not None else
+             "the error itself is not recorded anywhere this report can read (log it where `import flashinfer` "
+             "is caught, or run `fi-compat doctor`, which imports flashinfer itself and shows it)")
+    example = CORE_MODULE if CORE_MODULE in leftovers else sorted(leftovers)[0]
+    return (f"{FAILED_HERE}: {len(leftovers)} flashinfer submodules are loaded (such as {example}) "
+            f"but the flashinfer package is not, which is what a raising flashinfer/__init__.py leaves; {cause}")
+
+
 def flashinfer_section(*, attempt_import: bool, torch_importable: bool, cpu_shim: bool,
                        not_attempted: str = NOT_ATTEMPTED) -> dict[str, Any]:
     """The release (from the files, without importing) and whether flashinfer
@@ -96,9 +173,9 @@ def flashinfer_section(*, attempt_import: bool, torch_importable: bool, cpu_shim
     (``not_attempted`` says why it was not)."""
     directories = package_directories()
     package_dir = directories[0] if directories else None
-    import_error: Optional[str] = None
-    import_mode = "already-imported" if CORE_MODULE in sys.modules else None
-    if import_mode is None and package_dir is not None:
+    import_error: Optional[str] = failed_import(package_dir)
+    import_mode = "already-imported" if flashinfer_imported() else None
+    if import_mode is None and package_dir is not None and import_error is None:
         if attempt_import and torch_importable:
             import_error = import_flashinfer(cpu_shim)
             import_mode = None if import_error else ("cpu-shim" if cpu_shim else "imported")
@@ -107,7 +184,7 @@ def flashinfer_section(*, attempt_import: bool, torch_importable: bool, cpu_shim
         else:
             import_error = "not attempted: torch is not importable"
     release = detect_release()
-    imported = sys.modules.get(CORE_MODULE) is not None
+    imported = flashinfer_imported()
     if not imported and import_error is None:
         import_error = "flashinfer is not installed" if package_dir is None else NOT_IMPORTED_HERE
     return {
@@ -124,5 +201,6 @@ def flashinfer_section(*, attempt_import: bool, torch_importable: bool, cpu_shim
     }
 
 
-__all__ = ["FLASHINFER_KEYS", "NOT_ATTEMPTED", "NOT_IMPORTED_HERE", "TORCH_KEYS", "fi_compat_section", "flashinfer_section",
-           "import_flashinfer", "python_section", "torch_section"]
+__all__ = ["FAILED_HERE", "FLASHINFER_KEYS", "NOT_ATTEMPTED", "NOT_IMPORTED_HERE", "TORCH_KEYS", "failed_import",
+           "fi_compat_section", "flashinfer_imported", "flashinfer_section", "import_flashinfer", "python_section",
+           "recorded_import_error", "torch_section"]

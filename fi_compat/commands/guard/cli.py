@@ -6,8 +6,10 @@ FILE are combined by :func:`.pins.groups` (what pip would intersect) and
 each resulting range is expanded with :mod:`.index`; each ``--pin`` is
 checked on its own.  A requirement naming a wheel file checks that wheel; a
 wheel URL is checked only with ``--download``; VCS, editable and source-tree
-requirements cannot be checked.  Anything not checked is an ``error`` result,
-so the exit status is 2: the guard never passes a requirement it did not check.
+requirements cannot be checked.  Offline, the part of a range outside the
+built-in release list is an ``error`` too (:func:`.index.offline_gap`).
+Anything not checked is an ``error`` result, so the exit status is 2: the
+guard never passes a requirement it did not check.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from . import DISTRIBUTION
 from .check import GUARD_ERROR, Result, check_wheel
 from .errors import GuardError
 from .fetch import CACHE_ENV, default_cache_dir, fetch, fetch_url, file_sha256, find_cached, wheel_release
-from .index import INDEX_TIMEOUT_S, ReleaseSource, releases_for
+from .index import INDEX_TIMEOUT_S, ReleaseSource, offline_gap, releases_for
 from .pins import FORMATS, LOCAL_WHEEL, REMOTE_WHEEL, SPECIFIER, Found, groups, parse_pin, read_pins
 from .pins.direct import file_name
 from .report import EXIT_ERROR, as_json, as_table, exit_status
@@ -105,8 +107,15 @@ class Guard:
             return
         if note and note not in self.notes:
             self.notes.append(note)
+        # Offline, the built-in list starts at 0.6.13 and ends where it was
+        # written: the part of the range beyond it is an error (exit 2), not a
+        # silent narrowing; the listed releases in the range are still checked.
+        gap = offline_gap(specifier, self.releases)
+        if gap is not None:
+            self.error(origin, gap)
         if not releases:
-            self.error(origin, f"no release satisfies {text}; pip could not install it either")
+            if gap is None:
+                self.error(origin, f"no release satisfies {text}; pip could not install it either")
             return
         if len(releases) > self.max_releases:
             self.error(origin, f"{text} admits {len(releases)} releases ({releases[0]} .. {releases[-1]}), "

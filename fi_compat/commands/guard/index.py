@@ -15,8 +15,11 @@ listed by pip and are not checked.
 
 Offline (``--offline``, or the index does not answer within the timeout), the
 guard falls back to :data:`fi_compat.release_list.PUBLISHED_RELEASES`, the list
-shipped with this fi_compat, and says so in its output: releases published
-after that list was written are then not checked.
+shipped with this fi_compat, and says so in its output.  That list starts at
+0.6.13 (older releases exist on the index) and ends where it was written, so
+:func:`offline_gap` names the part of a range that lies before its oldest or
+after its newest release: the guard checks the listed releases and reports
+the rest as not checked (exit 2) instead of narrowing the range silently.
 """
 
 from __future__ import annotations
@@ -62,13 +65,14 @@ class ReleaseSource:
         builtin = f"fi_compat's built-in list of {len(PUBLISHED_RELEASES)} releases (fi_compat.release_list.PUBLISHED_RELEASES)"
         if self.offline:
             return ReleaseList(PUBLISHED_RELEASES, "builtin",
-                               f"--offline: releases come from {builtin}; newer releases are not checked")
+                               f"--offline: releases come from {builtin}; a range reaching past its oldest or newest "
+                               "release is not checked there (exit 2)")
         try:
             versions = query_index(self.python, self.timeout)
         except ReleaseListError as exc:
             return ReleaseList(PUBLISHED_RELEASES, "builtin",
-                               f"package index unavailable ({exc}); releases come from {builtin}; "
-                               "releases published since are not checked")
+                               f"package index unavailable ({exc}); releases come from {builtin}; a range reaching "
+                               "past its oldest or newest release is not checked there (exit 2)")
         return ReleaseList(tuple(versions), "index")
 
 
@@ -156,3 +160,102 @@ def _valid(versions: Iterable[str]) -> Sequence[str]:
             continue
         out.append(v)
     return out
+
+
+# --------------------------------------------------------------------------- offline: what the built-in list cannot see
+
+
+@dataclass(frozen=True)
+class _Bound:
+    version: Version
+    inclusive: bool
+
+
+def _next_prefix(release: tuple[int, ...]) -> Version:
+    """The first version after every ``release.*``: ``(0, 6)`` -> ``0.7``."""
+    return Version(".".join(str(n) for n in (*release[:-1], release[-1] + 1)))
+
+
+def _range_bounds(specifier: SpecifierSet) -> tuple[Optional[_Bound], Optional[_Bound]]:
+    """The lowest and highest version ``specifier`` can admit, as bounds
+    (``None``: unbounded on that side).  ``!=`` bounds nothing; ``~=X.Y`` and
+    ``==X.*`` bound both sides.  Conservative: the true set may be smaller
+    (packaging's pre- and post-release rules), never larger."""
+    lowers: list[_Bound] = []
+    uppers: list[_Bound] = []
+    for spec in specifier:
+        op, text = spec.operator, spec.version
+        if op == "===":
+            try:
+                exact = Version(text)
+            except InvalidVersion:
+                continue
+            lowers.append(_Bound(exact, True))
+            uppers.append(_Bound(exact, True))
+            continue
+        if op == "==" and text.endswith(".*"):
+            prefix = Version(text[:-2]).release
+            lowers.append(_Bound(Version(text[:-2]), True))
+            uppers.append(_Bound(_next_prefix(prefix), False))
+            continue
+        version = Version(text)
+        if op in (">=", "=="):
+            lowers.append(_Bound(version, True))
+        if op in ("<=", "=="):
+            uppers.append(_Bound(version, True))
+        if op == ">":
+            lowers.append(_Bound(version, False))
+        if op == "<":
+            uppers.append(_Bound(version, False))
+        if op == "~=":
+            lowers.append(_Bound(version, True))
+            uppers.append(_Bound(_next_prefix(version.release[:-1]), False))
+    lower = max(lowers, key=lambda b: (b.version, not b.inclusive), default=None)
+    upper = min(uppers, key=lambda b: (b.version, b.inclusive), default=None)
+    return lower, upper
+
+
+def outside_list(specifier: SpecifierSet, listed: Sequence[str]) -> list[str]:
+    """The parts of ``specifier``'s range that lie outside ``listed``'s span,
+    in words (``"releases before 0.6.13"``, ``"releases after 0.7.4"``); empty
+    when the range stays within the oldest and newest listed release (the list
+    is complete in between), or admits nothing.  Pure computation."""
+    versions = sorted(Version(v) for v in _valid(listed))
+    if not versions:
+        return ["every release (the list is empty)"]
+    oldest, newest = versions[0], versions[-1]
+    lower, upper = _range_bounds(specifier)
+    if lower is not None and upper is not None and (
+            lower.version > upper.version
+            or (lower.version == upper.version and not (lower.inclusive and upper.inclusive))):
+        return []  # an empty range: "no release satisfies" says it better
+    parts = []
+    if lower is None or lower.version < oldest:
+        parts.append(f"releases before {oldest}")
+    if upper is None or upper.version > newest:
+        parts.append(f"releases after {newest}")
+    return parts
+
+
+def offline_gap(specifier: SpecifierSet, source: ReleaseSource) -> Optional[str]:
+    """Why ``specifier`` cannot be checked in full from the built-in list, or
+    ``None``: the index answered, the specifier pins its releases (``==X``),
+    or the range lies within the list.  Asks the index at most once per run
+    (:meth:`ReleaseSource.get`)."""
+    if pinned(specifier) is not None:
+        return None
+    listing = source.get()
+    if listing.source != "builtin":
+        return None
+    parts = outside_list(specifier, listing.versions)
+    if not parts:
+        return None
+    known = sorted(_valid(listing.versions), key=Version)
+    span = f"{known[0]} .. {known[-1]}" if known else "no release"
+    narrow = f" (>={known[0]},<={known[-1]})" if known else ""
+    text = f"{DISTRIBUTION}{specifier}" if str(specifier) else f"{DISTRIBUTION} (no version specifier)"
+    why = "--offline" if source.offline else "the package index did not answer"
+    return (f"{text} admits {' and '.join(parts)}, which were not checked: {why}, so the releases come from "
+            f"fi_compat's built-in list (fi_compat.release_list.PUBLISHED_RELEASES), which holds only {span}. "
+            f"Run the guard where `pip index versions {DISTRIBUTION}` answers (without --offline), narrow the range "
+            f"to the listed releases{narrow}, or pin a release (==X)")

@@ -39,7 +39,7 @@ from packaging.utils import canonicalize_name
 
 from .. import DISTRIBUTION
 from ..errors import RequirementsError
-from .direct import classify
+from .direct import classify, is_flashinfer, versioned_direct_reference
 from .found import SPECIFIER, UNCHECKABLE, Found, Pins
 from .toml_file import load_toml
 from .toml_lines import LineIndex
@@ -75,8 +75,11 @@ class _Reader:
             except InvalidRequirement as exc:
                 line = self.lines.string(text, table=table)
                 place = f"{self.path}:{line}" if line else f"{self.path} ({context})"
+                refused = versioned_direct_reference(text, [self.path.parent])
+                if refused is not None:
+                    raise RequirementsError(f"{place}: {refused}") from None
                 raise RequirementsError(f"{place}: malformed requirement {text!r}: {exc}") from None
-            if canonicalize_name(requirement.name) != DISTRIBUTION:
+            if not is_flashinfer(requirement, [self.path.parent]):
                 continue
             marker = None if requirement.marker is None else str(requirement.marker)
             located = dict(source=str(self.path), line=self.lines.string(text, table=table), text=text,

@@ -18,10 +18,12 @@ Follows pip's file format (``pip help install``, "Requirements File Format"):
   the machine running the guard is not the one the pin deploys to.
 
 A flashinfer-python requirement that names no version (a wheel path, a URL,
-VCS, ``-e``) becomes a :class:`~.found.Found` of another kind through
+VCS, ``-e``, and ``flashinfer @ URL`` or a bare archive URL of the flashinfer
+repository) becomes a :class:`~.found.Found` of another kind through
 :mod:`.direct`.  Lines naming other packages are ignored, and so are bare
 paths and URLs that are not flashinfer; anything else that does not parse is
-an error naming ``file:line``.
+an error naming ``file:line``, ``flashinfer-python==X @ URL`` (which pip
+refuses) included.
 """
 
 from __future__ import annotations
@@ -33,11 +35,10 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from .. import DISTRIBUTION
 from ..errors import RequirementsError
-from .direct import classify, names_flashinfer
+from .direct import classify, is_flashinfer, names_flashinfer, versioned_direct_reference
 from .found import Found
 
 _COMMENT = re.compile(r"(^|\s+)#.*$")
@@ -184,13 +185,18 @@ def _parse(path: Path, constraint: bool, stack: list[Path]) -> Iterator[Found]:
         try:
             requirement = Requirement(requirement_text)
         except InvalidRequirement as exc:
+            # Before the bare-URL fallback: its file-name test would read
+            # "flashinfer-python==X @ URL" as an unnamed URL and skip it.
+            refused = versioned_direct_reference(requirement_text, [path.parent])
+            if refused is not None:
+                raise RequirementsError(f"{where}: {refused}") from None
             if _looks_like_path_or_url(requirement_text):
                 target = _bare_target(requirement_text)
                 if names_flashinfer(target, [path.parent]):
                     yield classify(target, **located)
                 continue
             raise RequirementsError(f"{where}: malformed requirement {requirement_text!r}: {exc}") from None
-        if canonicalize_name(requirement.name) != DISTRIBUTION:
+        if not is_flashinfer(requirement, [path.parent]):
             continue
         marker = None if requirement.marker is None else str(requirement.marker)
         if requirement.url:
@@ -204,8 +210,11 @@ def parse_pin(text: str) -> Found:
     try:
         requirement = Requirement(text)
     except InvalidRequirement as exc:
+        refused = versioned_direct_reference(text)
+        if refused is not None:
+            raise RequirementsError(f"--pin: {refused}") from None
         raise RequirementsError(f"--pin {text!r}: malformed requirement: {exc}") from None
-    if canonicalize_name(requirement.name) != DISTRIBUTION:
+    if not is_flashinfer(requirement):
         raise RequirementsError(f"--pin {text!r}: the guard checks {DISTRIBUTION} only")
     source = f"--pin {text}"
     if requirement.url:
