@@ -19,7 +19,8 @@ if os.environ.get("FI_COMPAT_AUTO", "").strip():
     except Exception as exc:  # a broken install must not break every interpreter
         import sys
 
-        sys.stderr.write(f"fi_compat WARNING: FI_COMPAT_AUTO is set but fi_compat cannot be imported: "
-                         f"{type(exc).__name__}: {exc}\n")
+        sys.stderr.write(
+            f"fi_compat WARNING: FI_COMPAT_AUTO is set but fi_compat cannot be imported: {type(exc).__name__}: {exc}\n"
+        )
     else:
         autostart()

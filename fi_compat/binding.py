@@ -65,8 +65,10 @@ def same_default(installed: Any, documented: Any) -> bool:
 def _describe(parameter: inspect.Parameter) -> str:
     prefix = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}.get(parameter.kind, "")
     default = "" if parameter.default is _EMPTY else "=…"
-    kind = {inspect.Parameter.POSITIONAL_ONLY: " (positional-only)",
-            inspect.Parameter.KEYWORD_ONLY: " (keyword-only)"}.get(parameter.kind, "")
+    kind = {
+        inspect.Parameter.POSITIONAL_ONLY: " (positional-only)",
+        inspect.Parameter.KEYWORD_ONLY: " (keyword-only)",
+    }.get(parameter.kind, "")
     return f"{prefix}{parameter.name}{default}{kind}"
 
 
@@ -79,8 +81,16 @@ class Binding:
     ``function=None`` means the installed release has no such function.
     """
 
-    def __init__(self, spec: FunctionSpec, function: Optional[Callable], *, api_name: str,
-                 release: Optional[str], generation: int = 0, policy: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        function: Optional[Callable],
+        *,
+        api_name: str,
+        release: Optional[str],
+        generation: int = 0,
+        policy: Optional[str] = None,
+    ) -> None:
         self.spec = spec
         self.function = function
         self.api_name = api_name
@@ -116,14 +126,16 @@ class Binding:
     # ------------------------------------------------------------------ building
 
     def _mismatch(self, found: Optional[list[str]], difference: str) -> None:
-        self.error = SignatureMismatchError(self.spec.qualname, self.spec.expected_text(), found, self.release,
-                                            difference)
+        self.error = SignatureMismatchError(
+            self.spec.qualname, self.spec.expected_text(), found, self.release, difference
+        )
 
     def _analyse(self) -> None:
         if self.function is None:
             if self.spec.added_in is not None and self._predates(self.spec.added_in):
-                self.error = UnsupportedFeatureError.release_predates(self.api_name, self.spec.qualname,
-                                                                      self.spec.added_in, self.release)
+                self.error = UnsupportedFeatureError.release_predates(
+                    self.api_name, self.spec.qualname, self.spec.added_in, self.release
+                )
                 return
             self._mismatch(None, "is missing (moved or removed)")
             return
@@ -141,16 +153,24 @@ class Binding:
         while prefix < min(len(positional), len(self.names)) and positional[prefix] == self.names[prefix]:
             prefix += 1
         self.prefix = prefix
-        problems = [f"gained required parameter {name!r}, which fi_compat does not know"
-                    for name, p in named.items() if name not in self.known and p.default is _EMPTY]
-        problems += [f"has no parameter {name!r}, which the call API requires (renamed or removed)"
-                     for name in self.required if name not in named]
+        problems = [
+            f"gained required parameter {name!r}, which fi_compat does not know"
+            for name, p in named.items()
+            if name not in self.known and p.default is _EMPTY
+        ]
+        problems += [
+            f"has no parameter {name!r}, which the call API requires (renamed or removed)"
+            for name in self.required
+            if name not in named
+        ]
         last_positional_only = -1
         for index, name in enumerate(positional):
             if named[name].kind is inspect.Parameter.POSITIONAL_ONLY:
                 if index >= prefix:
-                    problems.append(f"parameter {name!r} became positional-only at position {index + 1}, "
-                                    "where the call API's order differs")
+                    problems.append(
+                        f"parameter {name!r} became positional-only at position {index + 1}, "
+                        "where the call API's order differs"
+                    )
                 last_positional_only = index
         if problems:
             self._mismatch(found, "; ".join(problems))
@@ -166,7 +186,8 @@ class Binding:
             elif not same_default(parameter.default, documented):
                 self.explicit_defaults[name] = documented
                 self.differences.append(
-                    f"{name!r} defaults to {parameter.default!r} (the call API documents {documented!r})")
+                    f"{name!r} defaults to {parameter.default!r} (the call API documents {documented!r})"
+                )
 
     def _predates(self, added_in: str) -> bool:
         """Whether the installed release is older than ``added_in`` (an unreadable release: no)."""
@@ -179,9 +200,11 @@ class Binding:
         """The WARNING text for default differences, or ``None``."""
         if not self.differences:
             return None
-        return (f"flashinfer-python {self.release}: {self.spec.qualname}: {'; '.join(self.differences)}. "
-                f"{self.api_name} passes the documented default when the caller omits the argument, so "
-                "results do not change with the release; pass the argument to choose another value.")
+        return (
+            f"flashinfer-python {self.release}: {self.spec.qualname}: {'; '.join(self.differences)}. "
+            f"{self.api_name} passes the documented default when the caller omits the argument, so "
+            "results do not change with the release; pass the argument to choose another value."
+        )
 
     # ------------------------------------------------------------------ calling
 
@@ -195,11 +218,14 @@ class Binding:
         values = dict(zip(names, args))
         for name, value in kwargs.items():
             if name in values:
-                raise TypeError(f"{self.api_name}() got multiple values for argument {name!r}: "
-                                f"positional argument {names.index(name) + 1} and the keyword {name}=")
+                raise TypeError(
+                    f"{self.api_name}() got multiple values for argument {name!r}: "
+                    f"positional argument {names.index(name) + 1} and the keyword {name}="
+                )
             if name not in self.known:
-                raise TypeError(f"{self.api_name}() got an unexpected keyword argument {name!r}; "
-                                f"accepted: {', '.join(names)}")
+                raise TypeError(
+                    f"{self.api_name}() got an unexpected keyword argument {name!r}; accepted: {', '.join(names)}"
+                )
             values[name] = value
         missing = [name for name in self.required if name not in values]
         if missing:
@@ -234,9 +260,10 @@ class Binding:
         if self.error is not None:
             raise self.error
         if len(args) > len(self.installed_positional):
-            raise TypeError(f"{qualname}() takes at most {len(self.installed_positional)} positional arguments "
-                            f"({len(args)} given)")
-        moved = dict(zip(self.installed_positional[self.prefix:], args[self.prefix:]))
+            raise TypeError(
+                f"{qualname}() takes at most {len(self.installed_positional)} positional arguments ({len(args)} given)"
+            )
+        moved = dict(zip(self.installed_positional[self.prefix :], args[self.prefix :]))
         for name in moved:
             if name in kwargs:
                 raise TypeError(f"{qualname}() got multiple values for argument {name!r}")

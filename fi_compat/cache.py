@@ -86,7 +86,9 @@ class BoundedCache:
         # never keeps a value alive; capped: a caller that keeps every value
         # alive cannot grow it past IDENTITY_SCALE x maxsize keys (the oldest
         # goes; its key then builds a new object, as flashinfer alone would).
-        self._identities: Optional[weakref.WeakValueDictionary] = weakref.WeakValueDictionary() if keep_identity else None
+        self._identities: Optional[weakref.WeakValueDictionary] = (
+            weakref.WeakValueDictionary() if keep_identity else None
+        )
         self._identity_cap = IDENTITY_SCALE * maxsize
         self._lock = threading.Lock()
         # itertools.count steps in one C call: an exact hit count without the lock
@@ -237,8 +239,6 @@ class BoundedCache:
         # A lock held by another thread at fork time stays held forever in the
         # child; the child has only the forking thread, so a fresh lock is safe.
         self._lock = threading.Lock()
-
-
 
 
 def _stamp(entry: _Entry) -> int:

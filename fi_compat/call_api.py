@@ -121,8 +121,14 @@ def _binding(kind: str) -> Binding:
             function = getattr(core, spec.name, None)
             if kind == DECODE_KIND and function is not None:
                 function = transparent.unwrap(function)
-            binding = Binding(spec, function, api_name=api_name, release=str(release),
-                              generation=state.generation, policy=state.setting("max_seq_len_policy"))
+            binding = Binding(
+                spec,
+                function,
+                api_name=api_name,
+                release=str(release),
+                generation=state.generation,
+                policy=state.setting("max_seq_len_policy"),
+            )
             _mappings[kind] = binding
             built = True
     message = binding.difference_message() if built else None
@@ -143,7 +149,7 @@ def _validated_max_seq_len(args: tuple, kwargs: dict, index: int, api_name: str)
     if len(args) > index:
         value = check_max_seq_len(args[index])
         if value is not args[index]:
-            args = args[:index] + (value,) + args[index + 1:]
+            args = args[:index] + (value,) + args[index + 1 :]
         return args, kwargs, value
     raw = kwargs.get("max_seq_len", _MISSING)
     if raw is _MISSING:
@@ -167,7 +173,7 @@ def _apply_policy(args: tuple, kwargs: dict, value: int, policy: str) -> tuple[t
     if new_value == value:
         return args, kwargs
     if len(args) > MAX_SEQ_LEN_INDEX:
-        return args[:MAX_SEQ_LEN_INDEX] + (new_value,) + args[MAX_SEQ_LEN_INDEX + 1:], kwargs
+        return args[:MAX_SEQ_LEN_INDEX] + (new_value,) + args[MAX_SEQ_LEN_INDEX + 1 :], kwargs
     return args, {**kwargs, "max_seq_len": new_value}
 
 
@@ -200,8 +206,11 @@ def mla_decode(*args: Any, max_seq_len_policy: Optional[str] = None, **kwargs: A
     policy = binding.policy if max_seq_len_policy is None else check_policy(max_seq_len_policy, "max_seq_len_policy")
     if policy != "exact":
         args, kwargs = _apply_policy(args, kwargs, value, policy)
-    if count <= binding.direct_limit and kwargs.keys() <= binding.direct_keywords[count] and (
-            count >= binding.required_count or binding.required_after[count] <= kwargs.keys()):
+    if (
+        count <= binding.direct_limit
+        and kwargs.keys() <= binding.direct_keywords[count]
+        and (count >= binding.required_count or binding.required_after[count] <= kwargs.keys())
+    ):
         return binding.function(*args, **kwargs)
     return binding.call(args, kwargs)
 
@@ -219,23 +228,30 @@ def build_mla_decode_tuning_config(*args: Any, **kwargs: Any) -> Any:
     if len(args) > BUILDER_MAX_SEQ_LEN_INDEX or "max_seq_len" in kwargs:
         args, kwargs, _ = _validated_max_seq_len(args, kwargs, BUILDER_MAX_SEQ_LEN_INDEX, binding.api_name)
     count = len(args)
-    if count <= binding.direct_limit and kwargs.keys() <= binding.direct_keywords[count] and (
-            count >= binding.required_count or binding.required_after[count] <= kwargs.keys()):
+    if (
+        count <= binding.direct_limit
+        and kwargs.keys() <= binding.direct_keywords[count]
+        and (count >= binding.required_count or binding.required_after[count] <= kwargs.keys())
+    ):
         return binding.function(*args, **kwargs)
     return binding.call(args, kwargs)
 
 
 def _signature(spec: FunctionSpec, extra: tuple[inspect.Parameter, ...] = ()) -> inspect.Signature:
     parameters = [
-        inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          default=inspect.Parameter.empty if p.required else p.default)
+        inspect.Parameter(
+            p.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=inspect.Parameter.empty if p.required else p.default,
+        )
         for p in spec.params
     ]
     return inspect.Signature(parameters + list(extra))
 
 
 mla_decode.__signature__ = _signature(  # type: ignore[attr-defined]
-    DECODE, (inspect.Parameter("max_seq_len_policy", inspect.Parameter.KEYWORD_ONLY, default=None),))
+    DECODE, (inspect.Parameter("max_seq_len_policy", inspect.Parameter.KEYWORD_ONLY, default=None),)
+)
 build_mla_decode_tuning_config.__signature__ = _signature(TUNING_CONFIG_BUILDER)  # type: ignore[attr-defined]
 
 
@@ -262,8 +278,10 @@ def _transparent_plan(settings: Any) -> Any:
 
     core = sys.modules.get(CORE_MODULE)
     if core is None:  # 0.6.4 - 0.6.7.post3: no _core, and no tuning-config cache to route around
-        message = (f"transparent mode not installed: flashinfer-python {detect_release()} has no {CORE_MODULE} "
-                   "(it arrived in 0.6.8); call fi_compat.mla_decode directly")
+        message = (
+            f"transparent mode not installed: flashinfer-python {detect_release()} has no {CORE_MODULE} "
+            "(it arrived in 0.6.8); call fi_compat.mla_decode directly"
+        )
         if settings["strict"].value:
             raise UnsupportedReleaseError(str(detect_release()), message)
         logger.warning("fi_compat: %s", message)
@@ -282,6 +300,7 @@ def _transparent_plan(settings: Any) -> Any:
 
 
 installer.register_plan_provider(
-    "transparent", lambda settings: bool(settings["transparent"].value),
+    "transparent",
+    lambda settings: bool(settings["transparent"].value),
     lambda: _transparent_plan(installer.settings()),
 )

@@ -59,8 +59,10 @@ class Growth:
 
     def describe(self) -> str:
         bound = "unbounded" if self.after.maxsize is None else f"maxsize {self.after.maxsize}"
-        return (f"{self.after.qualname} ({self.after.owner}, {bound}): "
-                f"{self.before.currsize} -> {self.after.currsize} entries (+{self.gained})")
+        return (
+            f"{self.after.qualname} ({self.after.owner}, {bound}): "
+            f"{self.before.currsize} -> {self.after.currsize} entries (+{self.gained})"
+        )
 
 
 def _is_cache(value: Any) -> bool:
@@ -147,8 +149,9 @@ def grown(before: Mapping[str, CacheCount], after: Mapping[str, CacheCount]) -> 
     return sorted(growth, key=lambda g: -g.gained)
 
 
-def over_bound(after: Mapping[str, CacheCount], before: Mapping[str, CacheCount], bound: int,
-               owners: Iterable[str] = (FLASHINFER,)) -> list[Growth]:
+def over_bound(
+    after: Mapping[str, CacheCount], before: Mapping[str, CacheCount], bound: int, owners: Iterable[str] = (FLASHINFER,)
+) -> list[Growth]:
     """Growth past ``bound`` entries in caches of ``owners``: the census test's
     failure condition (no flashinfer cache may grow past fi_compat's bound)."""
     wanted = set(owners)

@@ -42,8 +42,7 @@ def parse_bool(raw: str, what: str) -> bool:
     if value in _FALSE:
         return False
     raise ValueError(
-        f"{what}={raw!r} is not a boolean; accepted: "
-        f"{', '.join(sorted(_TRUE | _FALSE))} (case-insensitive)"
+        f"{what}={raw!r} is not a boolean; accepted: {', '.join(sorted(_TRUE | _FALSE))} (case-insensitive)"
     )
 
 

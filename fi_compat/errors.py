@@ -61,8 +61,7 @@ class UnsupportedFeatureError(FiCompatError):
     """A keyword of the stable call API does not exist in the installed release,
     or (:meth:`release_predates`) the whole function it calls does not yet."""
 
-    def __init__(self, keyword: str, added_in: str | None, release: str | None,
-                 qualname: str | None = None) -> None:
+    def __init__(self, keyword: str, added_in: str | None, release: str | None, qualname: str | None = None) -> None:
         self.keyword = keyword
         self.added_in = added_in
         self.release = release
@@ -83,8 +82,9 @@ class UnsupportedFeatureError(FiCompatError):
         super().__init__(message)
 
     @classmethod
-    def release_predates(cls, api_name: str, qualname: str, added_in: str, release: str | None
-                         ) -> "UnsupportedFeatureError":
+    def release_predates(
+        cls, api_name: str, qualname: str, added_in: str, release: str | None
+    ) -> "UnsupportedFeatureError":
         """A whole function of the call API that the installed release predates
         (``keyword`` is then ``None``): e.g. the tuning-config builder before 0.6.13."""
         error = cls.__new__(cls)
@@ -93,7 +93,8 @@ class UnsupportedFeatureError(FiCompatError):
             error,
             f"{api_name} calls {qualname}, which flashinfer-python added in {added_in}; the installed release "
             f"{release} predates it. Upgrade flashinfer-python (>= {added_in}); there is nothing for fi_compat "
-            "to bound on this release.")
+            "to bound on this release.",
+        )
         return error
 
 

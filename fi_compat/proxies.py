@@ -125,9 +125,16 @@ class MemoizedFunction(metaclass=_RecognisedByMarker):
     Cost of a hit: the key function and :meth:`BoundedCache.lookup` (no lock).
     """
 
-    def __new__(cls, wrapped: Callable, cache: BoundedCache, key: KeyFunction, compute: ComputeFunction,
-                fallback: Optional[FallbackFunction] = None, entry: Optional[EntryFactory] = None,
-                fill: Optional[Callable[..., Any]] = None) -> Any:
+    def __new__(
+        cls,
+        wrapped: Callable,
+        cache: BoundedCache,
+        key: KeyFunction,
+        compute: ComputeFunction,
+        fallback: Optional[FallbackFunction] = None,
+        entry: Optional[EntryFactory] = None,
+        fill: Optional[Callable[..., Any]] = None,
+    ) -> Any:
         switch = _Switch()
         lookup = cache.lookup
         fill = cache.fill if fill is None else fill
@@ -139,6 +146,7 @@ class MemoizedFunction(metaclass=_RecognisedByMarker):
         if entry is not None:
             proxy = entry(wrapped, switch, lookup, fill, compute)
         else:
+
             def proxy(*args: Any, **kwargs: Any) -> Any:
                 if switch.active:
                     cache_key = key(args, kwargs)

@@ -24,10 +24,24 @@ This module imports nothing: the noxfile and the scripts load it by path.
 from __future__ import annotations
 
 PUBLISHED_RELEASES: tuple[str, ...] = (
-    "0.6.13", "0.6.14", "0.6.15", "0.6.15.post1",
-    "0.6.16", "0.6.16.post1", "0.6.16.post2", "0.6.16.post3", "0.6.16.post4",
-    "0.6.17", "0.6.18", "0.6.18.post1",
-    "0.7.0", "0.7.0.post1", "0.7.1", "0.7.2", "0.7.2.post1", "0.7.4",
+    "0.6.13",
+    "0.6.14",
+    "0.6.15",
+    "0.6.15.post1",
+    "0.6.16",
+    "0.6.16.post1",
+    "0.6.16.post2",
+    "0.6.16.post3",
+    "0.6.16.post4",
+    "0.6.17",
+    "0.6.18",
+    "0.6.18.post1",
+    "0.7.0",
+    "0.7.0.post1",
+    "0.7.1",
+    "0.7.2",
+    "0.7.2.post1",
+    "0.7.4",
 )
 
 #: Releases older than the matrix that a supported engine pins (TensorRT-LLM

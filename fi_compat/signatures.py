@@ -20,7 +20,6 @@ VAR_POSITIONAL = "*args"
 VAR_KEYWORD = "**kwargs"
 
 
-
 @dataclass(frozen=True)
 class FoundParam:
     name: str
@@ -75,10 +74,7 @@ class Mismatch:
 
     def describe(self) -> str:
         found = "not found" if self.found is None else f"({', '.join(self.found.text())})"
-        return (
-            f"{self.spec.qualname}: {self.difference}; expected "
-            f"({', '.join(self.expected)}), found {found}"
-        )
+        return f"{self.spec.qualname}: {self.difference}; expected ({', '.join(self.expected)}), found {found}"
 
 
 # --------------------------------------------------------------------------- comparison
@@ -131,5 +127,7 @@ def compare(spec: FunctionSpec, found: Optional[FoundFunction]) -> Optional[Mism
 Lookup = Callable[[FunctionSpec], Optional[FoundFunction]]
 
 
-def check_all(specs: Iterable[FunctionSpec], lookup: Callable[[FunctionSpec], Optional[FoundFunction]]) -> list[Mismatch]:
+def check_all(
+    specs: Iterable[FunctionSpec], lookup: Callable[[FunctionSpec], Optional[FoundFunction]]
+) -> list[Mismatch]:
     return [m for m in (compare(spec, lookup(spec)) for spec in specs) if m is not None]

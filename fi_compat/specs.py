@@ -101,8 +101,9 @@ class FunctionSpec:
     def at(self, release: str) -> "FunctionSpec":
         """The function as ``release`` has it: only the parameters it has."""
         version = Version(release)
-        return FunctionSpec(self.module, self.name, tuple(p for p in self.params if p.present_in(version)),
-                            self.added_in)
+        return FunctionSpec(
+            self.module, self.name, tuple(p for p in self.params if p.present_in(version)), self.added_in
+        )
 
     def expected_text(self) -> list[str]:
         return [str(p) for p in self.params]
@@ -136,8 +137,14 @@ DECODE = FunctionSpec(
     )
     + _params(
         "sparse_mla_top_k out bmm1_scale bmm2_scale sinks skip_softmax_threshold_scale_factor enable_pdl backend",
-        sparse_mla_top_k=0, out=None, bmm1_scale=1.0, bmm2_scale=1.0, sinks=None,
-        skip_softmax_threshold_scale_factor=None, enable_pdl=None, backend="auto",
+        sparse_mla_top_k=0,
+        out=None,
+        bmm1_scale=1.0,
+        bmm2_scale=1.0,
+        sinks=None,
+        skip_softmax_threshold_scale_factor=None,
+        enable_pdl=None,
+        backend="auto",
     )
     # 0.6.7 appended uses_shared_paged_kv_idx after backend; 0.6.8 inserted
     # is_var_seq before it (so 0.6.7's positional order differs: binding by
@@ -145,11 +152,23 @@ DECODE = FunctionSpec(
     + _params("is_var_seq", "0.6.8", is_var_seq=True)
     + _params("uses_shared_paged_kv_idx", "0.6.7", uses_shared_paged_kv_idx=True)
     + _params("lse return_lse cute_dsl_impl", "0.6.12", lse=None, return_lse=False, cute_dsl_impl="auto")
-    + _params("kv_scale_format cum_seq_lens_q max_q_len", "0.6.14",
-              kv_scale_format="auto", cum_seq_lens_q=None, max_q_len=None)
+    + _params(
+        "kv_scale_format cum_seq_lens_q max_q_len",
+        "0.6.14",
+        kv_scale_format="auto",
+        cum_seq_lens_q=None,
+        max_q_len=None,
+    )
     + _params("multi_ctas_kv_counter_buffer", "0.6.15", multi_ctas_kv_counter_buffer=None)
-    + _params("sparse_mla_top_k_lens enable_dcp cp_world cp_rank causal_seqlens_kv_global", "0.6.17",
-              sparse_mla_top_k_lens=None, enable_dcp=False, cp_world=1, cp_rank=0, causal_seqlens_kv_global=None)
+    + _params(
+        "sparse_mla_top_k_lens enable_dcp cp_world cp_rank causal_seqlens_kv_global",
+        "0.6.17",
+        sparse_mla_top_k_lens=None,
+        enable_dcp=False,
+        cp_world=1,
+        cp_rank=0,
+        causal_seqlens_kv_global=None,
+    )
     + _params("use_fp16_softmax", "0.6.18", use_fp16_softmax=None)
     + _params("return_lse_base", "0.7.1", return_lse_base=None),
 )
@@ -172,8 +191,15 @@ TUNING_CONFIG = FunctionSpec(
     CORE_MODULE,
     "_mla_decode_tuning_config",
     _params("buckets num_pages profile_seq_len")
-    + _params("has_sparse_mla_top_k_lens sparse_top_k_width enable_dcp cp_world cp_rank", "0.6.17",
-              has_sparse_mla_top_k_lens=False, sparse_top_k_width=0, enable_dcp=False, cp_world=1, cp_rank=0),
+    + _params(
+        "has_sparse_mla_top_k_lens sparse_top_k_width enable_dcp cp_world cp_rank",
+        "0.6.17",
+        has_sparse_mla_top_k_lens=False,
+        sparse_top_k_width=0,
+        enable_dcp=False,
+        cp_world=1,
+        cp_rank=0,
+    ),
     added_in="0.6.15.post1",
 )
 
@@ -226,8 +252,9 @@ CUTE_DSL_SPLIT_KV_RUBIN_MTP = FunctionSpec(
     CUTE_DSL_RUBIN_MTP_MODULE,
     "_get_split_kv_and_workspace_size",
     _params("B q_len H kv_lora_rank max_active_blocks")
-    + _params("max_seq_len occupancy_q_tiles num_kv_splits", max_seq_len=None, occupancy_q_tiles=None,
-              num_kv_splits=None),
+    + _params(
+        "max_seq_len occupancy_q_tiles num_kv_splits", max_seq_len=None, occupancy_q_tiles=None, num_kv_splits=None
+    ),
     added_in="0.7.4",
 )
 
@@ -249,8 +276,16 @@ NEAREST_PROFILE_CACHED = FunctionSpec(
 )
 
 ALL: tuple[FunctionSpec, ...] = (
-    DECODE, TUNING_CONFIG_BUILDER, TUNING_CONFIG, CUTE_DSL_SPLIT_KV, CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV_BATCH_MLA,
-    CUTE_DSL_SPLIT_KV_BATCH_HCA, CUTE_DSL_SPLIT_KV_RUBIN_MTP, NEAREST_PROFILE, NEAREST_PROFILE_CACHED,
+    DECODE,
+    TUNING_CONFIG_BUILDER,
+    TUNING_CONFIG,
+    CUTE_DSL_SPLIT_KV,
+    CUTE_DSL_BATCH_CAP,
+    CUTE_DSL_SPLIT_KV_BATCH_MLA,
+    CUTE_DSL_SPLIT_KV_BATCH_HCA,
+    CUTE_DSL_SPLIT_KV_RUBIN_MTP,
+    NEAREST_PROFILE,
+    NEAREST_PROFILE_CACHED,
 )
 
 
@@ -262,8 +297,26 @@ def homes(name: str) -> frozenset[str]:
 
 
 __all__ = [
-    "ALL", "homes", "AUTOTUNER_MODULE", "NEAREST_PROFILE", "NEAREST_PROFILE_CACHED", "CORE_MODULE", "CUTE_DSL_BATCH_HCA_MODULE", "CUTE_DSL_BATCH_MLA_MODULE", "CUTE_DSL_MONOLITHIC_MODULE",
-    "CUTE_DSL_BATCH_CAP", "CUTE_DSL_RUBIN_MTP_MODULE", "CUTE_DSL_SPLIT_KV", "CUTE_DSL_SPLIT_KV_BATCH_HCA",
-    "CUTE_DSL_SPLIT_KV_BATCH_MLA", "CUTE_DSL_SPLIT_KV_RUBIN_MTP", "DECODE", "FunctionSpec", "PUBLIC_MLA_MODULE", "Param",
-    "REQUIRED", "TUNING_CONFIG", "TUNING_CONFIG_BUILDER",
+    "ALL",
+    "homes",
+    "AUTOTUNER_MODULE",
+    "NEAREST_PROFILE",
+    "NEAREST_PROFILE_CACHED",
+    "CORE_MODULE",
+    "CUTE_DSL_BATCH_HCA_MODULE",
+    "CUTE_DSL_BATCH_MLA_MODULE",
+    "CUTE_DSL_MONOLITHIC_MODULE",
+    "CUTE_DSL_BATCH_CAP",
+    "CUTE_DSL_RUBIN_MTP_MODULE",
+    "CUTE_DSL_SPLIT_KV",
+    "CUTE_DSL_SPLIT_KV_BATCH_HCA",
+    "CUTE_DSL_SPLIT_KV_BATCH_MLA",
+    "CUTE_DSL_SPLIT_KV_RUBIN_MTP",
+    "DECODE",
+    "FunctionSpec",
+    "PUBLIC_MLA_MODULE",
+    "Param",
+    "REQUIRED",
+    "TUNING_CONFIG",
+    "TUNING_CONFIG_BUILDER",
 ]

@@ -85,16 +85,20 @@ def install_at_startup(origin: str, *, exit_on_strict_failure: bool = True) -> N
         if _strict_requested():
             if not exit_on_strict_failure:
                 raise
-            sys.stderr.write(f"fi_compat ERROR: install failed ({where}): {type(exc).__name__}: "
-                             f"{' '.join(str(exc).split())}; exiting because FI_COMPAT_STRICT is set\n")
+            sys.stderr.write(
+                f"fi_compat ERROR: install failed ({where}): {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())}; exiting because FI_COMPAT_STRICT is set\n"
+            )
             sys.stderr.flush()
             sys.stdout.flush()
             # SystemExit from sitecustomize or a .pth becomes "Fatal Python
             # error: init_import_site"; _exit ends the interpreter cleanly
             # before the application has started anything to clean up.
             os._exit(STRICT_EXIT_STATUS)
-        report_warning(f"install failed ({where}): {type(exc).__name__}: {exc}; the program runs without "
-                       f"fi_compat (set FI_COMPAT_STRICT=1 or use `fi-compat run --strict` to make this an error)")
+        report_warning(
+            f"install failed ({where}): {type(exc).__name__}: {exc}; the program runs without "
+            f"fi_compat (set FI_COMPAT_STRICT=1 or use `fi-compat run --strict` to make this an error)"
+        )
 
 
 def auto_requested() -> bool:

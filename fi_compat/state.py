@@ -59,6 +59,16 @@ class Snapshot:
 
 def snapshot_of(s: State) -> Snapshot:
     """A read-only copy of ``s`` (mappings copied, so later changes do not show through)."""
-    return Snapshot(s.phase, s.generation, s.release, MappingProxyType(s.settings), s.explicit,
-                    MappingProxyType(dict(s.verdicts)), MappingProxyType(dict(s.waiting)), s.installation,
-                    s.extras, tuple(s.messages), s.error)
+    return Snapshot(
+        s.phase,
+        s.generation,
+        s.release,
+        MappingProxyType(s.settings),
+        s.explicit,
+        MappingProxyType(dict(s.verdicts)),
+        MappingProxyType(dict(s.waiting)),
+        s.installation,
+        s.extras,
+        tuple(s.messages),
+        s.error,
+    )

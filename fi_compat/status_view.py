@@ -20,7 +20,6 @@ from .specs import CORE_MODULE, TUNING_CONFIG_BUILDER
 from .state import Snapshot
 
 
-
 def _flashinfer_cache(verdict: Any) -> Optional[dict[str, Any]]:
     """flashinfer's own cache behind a row: its size now, whatever fi_compat did."""
     found = verdict.found
@@ -86,7 +85,7 @@ def render(snap: Snapshot) -> dict[str, Any]:
     installation = snap.installation
     caches = {} if installation is None else {name: c.stats().as_dict() for name, c in installation.caches.items()}
     patched_by_name: dict[str, list[str]] = {}
-    for step in ([] if installation is None else installation.steps()):
+    for step in [] if installation is None else installation.steps():
         patched_by_name.setdefault(step.name, []).extend(step.where())
     bounds = []
     for name, verdict in snap.verdicts.items():
@@ -118,8 +117,9 @@ def render(snap: Snapshot) -> dict[str, Any]:
         "caches": caches,
         "trtllm_workaround": _trtllm(snap),
         "notes": ([] if installation is None else list(installation.notes)) + list(snap.messages),
-        "settings": {name: {"value": s.value, "source": s.source, "env": s.env_var}
-                     for name, s in snap.settings.items()},
+        "settings": {
+            name: {"value": s.value, "source": s.source, "env": s.env_var} for name, s in snap.settings.items()
+        },
     }
 
 

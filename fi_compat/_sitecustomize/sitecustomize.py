@@ -52,8 +52,7 @@ def _run_chained_sitecustomize():
         if sys.flags.verbose:
             sys.excepthook(*sys.exc_info())
         else:
-            sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
-                             f"{type(exc).__name__}: {exc}\n")
+            sys.stderr.write(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(exc).__name__}: {exc}\n")
 
 
 def _import_startup():
@@ -67,7 +66,8 @@ def _import_startup():
         # package this file ships in, by location, without changing sys.path.
         package_dir = os.path.dirname(_HERE)
         spec = importlib.util.spec_from_file_location(
-            "fi_compat", os.path.join(package_dir, "__init__.py"), submodule_search_locations=[package_dir])
+            "fi_compat", os.path.join(package_dir, "__init__.py"), submodule_search_locations=[package_dir]
+        )
         package = importlib.util.module_from_spec(spec)
         sys.modules["fi_compat"] = package
         try:
@@ -85,8 +85,10 @@ def _install():
     except Exception as exc:  # fi_compat itself cannot be imported by this interpreter
         strict = os.environ.get("FI_COMPAT_STRICT", "").strip().lower() in _TRUE
         level = "ERROR" if strict else "WARNING"
-        sys.stderr.write(f"fi_compat {level}: cannot import fi_compat in {sys.executable} (pid {os.getpid()}): "
-                         f"{type(exc).__name__}: {' '.join(str(exc).split())}\n")
+        sys.stderr.write(
+            f"fi_compat {level}: cannot import fi_compat in {sys.executable} (pid {os.getpid()}): "
+            f"{type(exc).__name__}: {' '.join(str(exc).split())}\n"
+        )
         sys.stderr.flush()
         if strict:
             os._exit(1)

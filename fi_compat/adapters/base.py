@@ -129,8 +129,10 @@ def _restore(applied: _Applied) -> list[str]:
             setattr(owner, attribute, step.original)
         else:
             step.proxy.fi_compat_deactivate()
-            message = (f"{_name(owner)}.{attribute} was replaced after fi_compat installed; "
-                       "fi_compat's proxy is now a pass-through inside the replacement")
+            message = (
+                f"{_name(owner)}.{attribute} was replaced after fi_compat installed; "
+                "fi_compat's proxy is now a pass-through inside the replacement"
+            )
             logger.warning("fi_compat: %s", message)
             leftovers.append(message)
     applied.replaced.clear()

@@ -121,6 +121,7 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
                 return args
             return complete(args, kwargs)
     else:
+
         def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
             if not kwargs and len(args) == count:
                 return key_of(args)
@@ -128,6 +129,7 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
             return None if values is None else key_of(values)
 
     if bound.computes_from_key:
+
         def compute(args: tuple, kwargs: dict, normalised: Any) -> Any:
             return target(*normalised)
     elif bound.arguments is not None and bound.arguments_apply(layout):
@@ -137,6 +139,7 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
             # by keyword: a (**kwargs) wrapper takes nothing positionally
             return target(**dict(zip(layout.names, arguments_of(layout.complete(args, kwargs)))))
     else:
+
         def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
             return target(*args, **kwargs)
 
@@ -148,6 +151,7 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
         caches[unkeyed.name] = unkeyed
         fallback = _raw_fallback(target, unkeyed)
     else:
+
         def fallback(args: tuple, kwargs: dict) -> Any:
             return target(*args, **kwargs)
 
@@ -159,13 +163,22 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
         entry = functools.partial(entry, batch_cap=batch_cap)
     proxy = MemoizedFunction(original, cache, key, miss, fallback, entry=entry, fill=_keeping_unless_probing(cache))
     if found.descriptor is not None:  # a class member: put the same descriptor back around the proxy
-        step = PatchStep(bound.spec.qualname, found.raw, proxy, found.aliases,
-                         before=original.cache_clear if replaces_cache else None, value=found.descriptor(proxy))
+        step = PatchStep(
+            bound.spec.qualname,
+            found.raw,
+            proxy,
+            found.aliases,
+            before=original.cache_clear if replaces_cache else None,
+            value=found.descriptor(proxy),
+        )
     else:
-        step = PatchStep(bound.spec.qualname, original, proxy, found.aliases,
-                         before=original.cache_clear if replaces_cache else None)
+        step = PatchStep(
+            bound.spec.qualname, original, proxy, found.aliases, before=original.cache_clear if replaces_cache else None
+        )
     notes = []
     if found.foreign:
-        notes.append(f"{bound.spec.qualname} was replaced by {found.foreign}; fi_compat memoizes around it "
-                     "(its own memo keys on the exact max_seq_len and would miss on every batch)")
+        notes.append(
+            f"{bound.spec.qualname} was replaced by {found.foreign}; fi_compat memoizes around it "
+            "(its own memo keys on the exact max_seq_len and would miss on every batch)"
+        )
     return Plan([step], caches, notes)

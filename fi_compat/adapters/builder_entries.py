@@ -33,73 +33,205 @@ from .keys import builder_key_of
 Entry = Callable[..., Any]
 
 
-def _entry_0_6_17(original: Callable, switch: Any, lookup: Callable, fill: Callable, compute: Callable,
-                      batch_cap: Optional[Callable[..., Optional[int]]] = None) -> Entry:
+def _entry_0_6_17(
+    original: Callable,
+    switch: Any,
+    lookup: Callable,
+    fill: Callable,
+    compute: Callable,
+    batch_cap: Optional[Callable[..., Optional[int]]] = None,
+) -> Entry:
     """0.6.17 - 0.7.4: fifteen parameters."""
 
-    def _build_mla_decode_tuning_config(kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads,
-                                        kv_lora_rank, max_seq_len, device, has_sparse_mla_top_k_lens=False,
-                                        cute_dsl_impl="auto", sinks=None, enable_dcp=False, cp_world=1, cp_rank=0):
+    def _build_mla_decode_tuning_config(
+        kv_cache,
+        block_tables,
+        workspace_buffer,
+        runner_names,
+        q_len,
+        num_heads,
+        kv_lora_rank,
+        max_seq_len,
+        device,
+        has_sparse_mla_top_k_lens=False,
+        cute_dsl_impl="auto",
+        sinks=None,
+        enable_dcp=False,
+        cp_world=1,
+        cp_rank=0,
+    ):
         if switch.active:
-            key = builder_key_of(kv_cache, block_tables, workspace_buffer, runner_names, max_seq_len, device,
-                                 cute_dsl_impl, sinks, (q_len, num_heads, kv_lora_rank, has_sparse_mla_top_k_lens,
-                                                        enable_dcp, cp_world, cp_rank), batch_cap)
+            key = builder_key_of(
+                kv_cache,
+                block_tables,
+                workspace_buffer,
+                runner_names,
+                max_seq_len,
+                device,
+                cute_dsl_impl,
+                sinks,
+                (q_len, num_heads, kv_lora_rank, has_sparse_mla_top_k_lens, enable_dcp, cp_world, cp_rank),
+                batch_cap,
+            )
             if key is not None:
                 value = lookup(key)
                 if value is not MISSING:
                     return value
-                arguments = (kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank,
-                             max_seq_len, device, has_sparse_mla_top_k_lens, cute_dsl_impl, sinks, enable_dcp,
-                             cp_world, cp_rank)
+                arguments = (
+                    kv_cache,
+                    block_tables,
+                    workspace_buffer,
+                    runner_names,
+                    q_len,
+                    num_heads,
+                    kv_lora_rank,
+                    max_seq_len,
+                    device,
+                    has_sparse_mla_top_k_lens,
+                    cute_dsl_impl,
+                    sinks,
+                    enable_dcp,
+                    cp_world,
+                    cp_rank,
+                )
                 return fill(key, compute, arguments, {}, key)
-        return original(kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank,
-                        max_seq_len, device, has_sparse_mla_top_k_lens, cute_dsl_impl, sinks, enable_dcp, cp_world,
-                        cp_rank)
+        return original(
+            kv_cache,
+            block_tables,
+            workspace_buffer,
+            runner_names,
+            q_len,
+            num_heads,
+            kv_lora_rank,
+            max_seq_len,
+            device,
+            has_sparse_mla_top_k_lens,
+            cute_dsl_impl,
+            sinks,
+            enable_dcp,
+            cp_world,
+            cp_rank,
+        )
 
     return _build_mla_decode_tuning_config
 
 
-def _entry_0_6_16(original: Callable, switch: Any, lookup: Callable, fill: Callable, compute: Callable,
-                      batch_cap: Optional[Callable[..., Optional[int]]] = None) -> Entry:
+def _entry_0_6_16(
+    original: Callable,
+    switch: Any,
+    lookup: Callable,
+    fill: Callable,
+    compute: Callable,
+    batch_cap: Optional[Callable[..., Optional[int]]] = None,
+) -> Entry:
     """0.6.16 - 0.6.16.post4: eleven parameters (``cute_dsl_impl``, ``sinks`` added)."""
 
-    def _build_mla_decode_tuning_config(kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads,
-                                        kv_lora_rank, max_seq_len, device, cute_dsl_impl="auto", sinks=None):
+    def _build_mla_decode_tuning_config(
+        kv_cache,
+        block_tables,
+        workspace_buffer,
+        runner_names,
+        q_len,
+        num_heads,
+        kv_lora_rank,
+        max_seq_len,
+        device,
+        cute_dsl_impl="auto",
+        sinks=None,
+    ):
         if switch.active:
-            key = builder_key_of(kv_cache, block_tables, workspace_buffer, runner_names, max_seq_len, device,
-                                 cute_dsl_impl, sinks, (q_len, num_heads, kv_lora_rank, None, None, None, None),
-                                 batch_cap)
+            key = builder_key_of(
+                kv_cache,
+                block_tables,
+                workspace_buffer,
+                runner_names,
+                max_seq_len,
+                device,
+                cute_dsl_impl,
+                sinks,
+                (q_len, num_heads, kv_lora_rank, None, None, None, None),
+                batch_cap,
+            )
             if key is not None:
                 value = lookup(key)
                 if value is not MISSING:
                     return value
-                arguments = (kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank,
-                             max_seq_len, device, cute_dsl_impl, sinks)
+                arguments = (
+                    kv_cache,
+                    block_tables,
+                    workspace_buffer,
+                    runner_names,
+                    q_len,
+                    num_heads,
+                    kv_lora_rank,
+                    max_seq_len,
+                    device,
+                    cute_dsl_impl,
+                    sinks,
+                )
                 return fill(key, compute, arguments, {}, key)
-        return original(kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank,
-                        max_seq_len, device, cute_dsl_impl, sinks)
+        return original(
+            kv_cache,
+            block_tables,
+            workspace_buffer,
+            runner_names,
+            q_len,
+            num_heads,
+            kv_lora_rank,
+            max_seq_len,
+            device,
+            cute_dsl_impl,
+            sinks,
+        )
 
     return _build_mla_decode_tuning_config
 
 
-def _entry_0_6_13(original: Callable, switch: Any, lookup: Callable, fill: Callable, compute: Callable,
-                      batch_cap: Optional[Callable[..., Optional[int]]] = None) -> Entry:
+def _entry_0_6_13(
+    original: Callable,
+    switch: Any,
+    lookup: Callable,
+    fill: Callable,
+    compute: Callable,
+    batch_cap: Optional[Callable[..., Optional[int]]] = None,
+) -> Entry:
     """0.6.13 - 0.6.15.post1 (and TensorRT-LLM's replacement of it): nine parameters, no defaults."""
 
-    def _build_mla_decode_tuning_config(kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads,
-                                        kv_lora_rank, max_seq_len, device):
+    def _build_mla_decode_tuning_config(
+        kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank, max_seq_len, device
+    ):
         if switch.active:
-            key = builder_key_of(kv_cache, block_tables, workspace_buffer, runner_names, max_seq_len, device,
-                                 None, None, (q_len, num_heads, kv_lora_rank, None, None, None, None), batch_cap)
+            key = builder_key_of(
+                kv_cache,
+                block_tables,
+                workspace_buffer,
+                runner_names,
+                max_seq_len,
+                device,
+                None,
+                None,
+                (q_len, num_heads, kv_lora_rank, None, None, None, None),
+                batch_cap,
+            )
             if key is not None:
                 value = lookup(key)
                 if value is not MISSING:
                     return value
-                arguments = (kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank,
-                             max_seq_len, device)
+                arguments = (
+                    kv_cache,
+                    block_tables,
+                    workspace_buffer,
+                    runner_names,
+                    q_len,
+                    num_heads,
+                    kv_lora_rank,
+                    max_seq_len,
+                    device,
+                )
                 return fill(key, compute, arguments, {}, key)
-        return original(kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank,
-                        max_seq_len, device)
+        return original(
+            kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank, max_seq_len, device
+        )
 
     return _build_mla_decode_tuning_config
 
@@ -132,8 +264,16 @@ def batch_cap_of(builder: Callable) -> Optional[Callable[..., Optional[int]]]:
     package = namespace.get("__package__") or ""
     resolved: dict[str, Any] = {}
 
-    def batch_cap(workspace_bytes: int, q_len: Any, num_heads: Any, kv_lora_rank: Any, device: Any, max_seq_len: int,
-                  cute_dsl_impl: Any, enable_dcp: Any) -> Optional[int]:
+    def batch_cap(
+        workspace_bytes: int,
+        q_len: Any,
+        num_heads: Any,
+        kv_lora_rank: Any,
+        device: Any,
+        max_seq_len: int,
+        cute_dsl_impl: Any,
+        enable_dcp: Any,
+    ) -> Optional[int]:
         try:
             search = namespace[name]
             if not getattr(search, "_fi_compat_memo", False):
@@ -143,10 +283,18 @@ def batch_cap_of(builder: Callable) -> Optional[Callable[..., Optional[int]]]:
                 resolved["search"], resolved["names"] = search, frozenset(inspect.signature(target).parameters)
             if "utils" not in resolved:  # the function is read per call, as the builder's own import does
                 resolved["utils"] = importlib.import_module("..cute_dsl.utils", package)
-            keywords = {"workspace_bytes": workspace_bytes, "q_len": q_len, "num_heads": num_heads,
-                        "kv_lora_rank": kv_lora_rank, "max_active_blocks": resolved["utils"].get_num_sm(device),
-                        "max_seq_len": max_seq_len, "candidate_max": namespace[_MAX_BATCH],
-                        "cute_dsl_impl": cute_dsl_impl, "sinks": None, "enable_dcp": enable_dcp}
+            keywords = {
+                "workspace_bytes": workspace_bytes,
+                "q_len": q_len,
+                "num_heads": num_heads,
+                "kv_lora_rank": kv_lora_rank,
+                "max_active_blocks": resolved["utils"].get_num_sm(device),
+                "max_seq_len": max_seq_len,
+                "candidate_max": namespace[_MAX_BATCH],
+                "cute_dsl_impl": cute_dsl_impl,
+                "sinks": None,
+                "enable_dcp": enable_dcp,
+            }
             names = resolved["names"]
             cap = search(**{k: v for k, v in keywords.items() if k in names})
         except Exception:  # the builder itself then runs, and raises what it raises

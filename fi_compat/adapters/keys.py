@@ -141,8 +141,9 @@ def nearest_profile_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tu
     def key(values: tuple) -> Optional[tuple]:
         config = values[config_at]
         try:
-            dynamic = tuple((s.input_idx, s.dim_idx, closure_value(s.map_to_tuning_buckets))
-                            for s in config.dynamic_tensor_specs)
+            dynamic = tuple(
+                (s.input_idx, s.dim_idx, closure_value(s.map_to_tuning_buckets)) for s in config.dynamic_tensor_specs
+            )
             constraints = tuple((c.input_idx, c.dim_idx) for c in config.constraint_specs)
             normalised = (values[cls_at], values[shapes_at], dynamic, constraints)
             hash(normalised)
@@ -161,7 +162,7 @@ def split_kv_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
 
     def key(values: tuple) -> Optional[tuple]:
         if position is not None:
-            values = (*values[:position], k_tile_ceiling(values[position]), *values[position + 1:])
+            values = (*values[:position], k_tile_ceiling(values[position]), *values[position + 1 :])
         return values  # hashed once, by the memo's lookup (see exact_key)
 
     return key
@@ -180,14 +181,22 @@ def batch_cap_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
     return key
 
 
-BUILDER_SCALARS = ("q_len", "num_heads", "kv_lora_rank", "has_sparse_mla_top_k_lens", "enable_dcp",
-                   "cp_world", "cp_rank")
+BUILDER_SCALARS = (
+    "q_len",
+    "num_heads",
+    "kv_lora_rank",
+    "has_sparse_mla_top_k_lens",
+    "enable_dcp",
+    "cp_world",
+    "cp_rank",
+)
 """Builder parameters that enter the key as they are (absent ones read as ``None``)."""
 _CUTE_DSL, _TRTLLM_GEN = "cute-dsl", "trtllm-gen"
 
 
-def builder_key(layout: ArgumentLayout,
-                batch_cap: Optional[Callable[..., Optional[int]]] = None) -> Callable[[tuple], Optional[Hashable]]:
+def builder_key(
+    layout: ArgumentLayout, batch_cap: Optional[Callable[..., Optional[int]]] = None
+) -> Callable[[tuple], Optional[Hashable]]:
     """Key of ``_build_mla_decode_tuning_config`` from the complete argument
     tuple: :func:`builder_key_of` on the parameters this release has (absent
     ones read as ``None``).  The decode path's own call never comes here: it
@@ -200,17 +209,34 @@ def builder_key(layout: ArgumentLayout,
     scalars = tuple(at.get(name) for name in BUILDER_SCALARS)
 
     def key(values: tuple) -> Optional[Hashable]:
-        return builder_key_of(values[kv_cache], values[tables], values[workspace], values[runners], values[length],
-                              values[device], None if impl is None else values[impl],
-                              None if sinks is None else values[sinks],
-                              tuple(None if i is None else values[i] for i in scalars), batch_cap)
+        return builder_key_of(
+            values[kv_cache],
+            values[tables],
+            values[workspace],
+            values[runners],
+            values[length],
+            values[device],
+            None if impl is None else values[impl],
+            None if sinks is None else values[sinks],
+            tuple(None if i is None else values[i] for i in scalars),
+            batch_cap,
+        )
 
     return key
 
 
-def builder_key_of(kv_cache: Any, block_tables: Any, workspace_buffer: Any, runner_names: Any, max_seq_len: Any,
-                   device: Any, cute_dsl_impl: Any, sinks: Any, scalars: tuple,
-                   batch_cap: Optional[Callable[..., Optional[int]]] = None) -> Optional[Hashable]:
+def builder_key_of(
+    kv_cache: Any,
+    block_tables: Any,
+    workspace_buffer: Any,
+    runner_names: Any,
+    max_seq_len: Any,
+    device: Any,
+    cute_dsl_impl: Any,
+    sinks: Any,
+    scalars: tuple,
+    batch_cap: Optional[Callable[..., Optional[int]]] = None,
+) -> Optional[Hashable]:
     """Key of one builder call: shapes and scalars, never tensor data.
 
     * ``kv_cache.shape[0]`` (pages: seeds the block-table initializer) and
@@ -255,12 +281,31 @@ def builder_key_of(kv_cache: Any, block_tables: Any, workspace_buffer: Any, runn
             workspace_bytes = workspace_buffer.numel() * workspace_buffer.element_size()
         except AttributeError:
             return None
-        cap = None if batch_cap is None else batch_cap(workspace_bytes, scalars[0], scalars[1], scalars[2], device,
-                                                        max_seq_len, cute_dsl_impl, scalars[4] or False)
+        cap = (
+            None
+            if batch_cap is None
+            else batch_cap(
+                workspace_bytes,
+                scalars[0],
+                scalars[1],
+                scalars[2],
+                device,
+                max_seq_len,
+                cute_dsl_impl,
+                scalars[4] or False,
+            )
+        )
         cute = (workspace_bytes, device, k_tile_ceiling(max_seq_len), cute_dsl_impl) if cap is None else (cap,)
     capacity = width * page_size
-    return (num_pages, page_size, width if scalars[3] else None,
-            profile_ladder(max_seq_len if max_seq_len < capacity else capacity), runner_names, cute, scalars)
+    return (
+        num_pages,
+        page_size,
+        width if scalars[3] else None,
+        profile_ladder(max_seq_len if max_seq_len < capacity else capacity),
+        runner_names,
+        cute,
+        scalars,
+    )
 
 
 def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
@@ -273,13 +318,26 @@ def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
     def arguments(values: tuple) -> tuple:
         capacity = values[tables].shape[-1] * values[kv_cache].shape[-2]
         profile = profile_ladder(min(as_int(values[length]) or 0, capacity))
-        return (*values[:length], profile, *values[length + 1:])
+        return (*values[:length], profile, *values[length + 1 :])
 
     return arguments
 
 
 __all__ = [
-    "ArgumentLayout", "BUILDER_SCALARS", "K_TILE", "PROFILE_LADDER_BITS", "as_int", "batch_cap_key", "builder_key",
-    "builder_key_of", "closure_value", "exact_key", "fresh_builder_arguments", "k_tile_ceiling", "nearest_profile_key",
-    "profile_ladder", "split_kv_key", "tuning_config_key",
+    "ArgumentLayout",
+    "BUILDER_SCALARS",
+    "K_TILE",
+    "PROFILE_LADDER_BITS",
+    "as_int",
+    "batch_cap_key",
+    "builder_key",
+    "builder_key_of",
+    "closure_value",
+    "exact_key",
+    "fresh_builder_arguments",
+    "k_tile_ceiling",
+    "nearest_profile_key",
+    "profile_ladder",
+    "split_kv_key",
+    "tuning_config_key",
 ]

@@ -52,13 +52,18 @@ class ArgumentLayout:
         caller lays the arguments out by the spec's names instead."""
         import inspect
 
-        named = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                 inspect.Parameter.KEYWORD_ONLY)
+        named = (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        )
         parameters = [p for p in inspect.signature(function).parameters.values() if p.kind in named]
         if not parameters:
             raise ValueError(f"{function!r} names no parameter (only *args / **kwargs): no layout by name")
-        return cls([p.name for p in parameters],
-                   {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty})
+        return cls(
+            [p.name for p in parameters],
+            {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty},
+        )
 
     def complete(self, args: tuple, kwargs: dict) -> Optional[tuple]:
         if not kwargs and len(args) == len(self.names):

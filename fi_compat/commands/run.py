@@ -54,19 +54,32 @@ def _cache_size(raw: str) -> int:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "run", help="run a command with fi_compat installed in every Python process it starts",
+        "run",
+        help="run a command with fi_compat installed in every Python process it starts",
         description=__doc__.split("\n\n")[0],
         usage="fi-compat run [--strict] [--cache-size N] [--policy P] [--transparent] -- COMMAND [ARGS...]",
     )
-    parser.add_argument("--strict", action="store_true",
-                        help="a failed install stops the interpreter (FI_COMPAT_STRICT=1)")
-    parser.add_argument("--cache-size", type=_cache_size, metavar="N",
-                        help=f"bounded-cache capacity, 1 to {config.MAX_CACHE_SIZE} (FI_COMPAT_CACHE_SIZE)")
-    parser.add_argument("--policy", choices=config.POLICIES, metavar="P",
-                        help=f"max_seq_len policy: {', '.join(config.POLICIES)} (FI_COMPAT_MAX_SEQ_LEN_POLICY)")
-    parser.add_argument("--transparent", action="store_true",
-                        help="route flashinfer's MLA decode function through fi_compat.mla_decode, which binds "
-                             "arguments by name on any release (FI_COMPAT_TRANSPARENT=1)")
+    parser.add_argument(
+        "--strict", action="store_true", help="a failed install stops the interpreter (FI_COMPAT_STRICT=1)"
+    )
+    parser.add_argument(
+        "--cache-size",
+        type=_cache_size,
+        metavar="N",
+        help=f"bounded-cache capacity, 1 to {config.MAX_CACHE_SIZE} (FI_COMPAT_CACHE_SIZE)",
+    )
+    parser.add_argument(
+        "--policy",
+        choices=config.POLICIES,
+        metavar="P",
+        help=f"max_seq_len policy: {', '.join(config.POLICIES)} (FI_COMPAT_MAX_SEQ_LEN_POLICY)",
+    )
+    parser.add_argument(
+        "--transparent",
+        action="store_true",
+        help="route flashinfer's MLA decode function through fi_compat.mla_decode, which binds "
+        "arguments by name on any release (FI_COMPAT_TRANSPARENT=1)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS")
     parser.set_defaults(func=functools.partial(run, parser=parser))
 
@@ -85,14 +98,22 @@ def _variable(setting: str) -> str:
     return config.resolve(setting, environ={}).env_var
 
 
-def child_environment(environ: Mapping[str, str], *, strict: bool = False, cache_size: Optional[int] = None,
-                      policy: Optional[str] = None, transparent: bool = False) -> dict[str, str]:
+def child_environment(
+    environ: Mapping[str, str],
+    *,
+    strict: bool = False,
+    cache_size: Optional[int] = None,
+    policy: Optional[str] = None,
+    transparent: bool = False,
+) -> dict[str, str]:
     """The command's environment: ``environ`` with the sitecustomize
     directory first on ``PYTHONPATH`` (once, however often ``run`` is nested)
     and the given options as ``FI_COMPAT_*`` variables."""
     env = dict(environ)
     existing = env.get("PYTHONPATH")
-    entries = [] if not existing else [e for e in existing.split(os.pathsep) if not _same_directory(e, SITECUSTOMIZE_DIR)]
+    entries = (
+        [] if not existing else [e for e in existing.split(os.pathsep) if not _same_directory(e, SITECUSTOMIZE_DIR)]
+    )
     env["PYTHONPATH"] = os.pathsep.join([SITECUSTOMIZE_DIR, *entries])
     if strict:
         env[_variable("strict")] = "1"
@@ -118,8 +139,9 @@ def command_from(remainder: Sequence[str], parser: argparse.ArgumentParser) -> l
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     command = command_from(args.command, parser)
-    env = child_environment(os.environ, strict=args.strict, cache_size=args.cache_size, policy=args.policy,
-                            transparent=args.transparent)
+    env = child_environment(
+        os.environ, strict=args.strict, cache_size=args.cache_size, policy=args.policy, transparent=args.transparent
+    )
     sys.stdout.flush()
     sys.stderr.flush()
     try:

@@ -68,8 +68,9 @@ class Batches:
         if layout == "sglang":
             widths += [workload.sglang_width(n, PAGE_SIZE) for n in set(lengths)]
         widest = max(widths)
-        self.base = workload.make_inputs(torch, layout, batch=high, width=self.full_width, page_size=PAGE_SIZE,
-                                         num_pages=NUM_PAGES)
+        self.base = workload.make_inputs(
+            torch, layout, batch=high, width=self.full_width, page_size=PAGE_SIZE, num_pages=NUM_PAGES
+        )
         per_row = 2 * widest if layout == "trtllm" else widest
         self.tables = torch.zeros(high * per_row, dtype=torch.int32)
 
@@ -80,8 +81,13 @@ class Batches:
         shape = (batch, 2, width) if self.layout == "trtllm" else (batch, width)
         count = batch * width * (2 if self.layout == "trtllm" else 1)
         base = self.base
-        return dataclasses.replace(base, query=base.query[:batch], out=base.out[:batch],
-                                   seq_lens=base.seq_lens[:batch], block_tables=self.tables[:count].view(shape))
+        return dataclasses.replace(
+            base,
+            query=base.query[:batch],
+            out=base.out[:batch],
+            seq_lens=base.seq_lens[:batch],
+            block_tables=self.tables[:count].view(shape),
+        )
 
 
 def _census_counts(counted: dict) -> dict[str, dict]:
@@ -156,7 +162,9 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
                 half_used = tracemalloc.get_traced_memory()[0] - traced_start if traced else None
                 half_caches = fi_compat.status()["caches"] if variant == "fi_compat" else None
             if (step + 1) % every == 0 or step + 1 == total:
-                used = (tracemalloc.get_traced_memory()[0] - traced_start) if traced else (_rss_bytes() or 0) - rss_start
+                used = (
+                    (tracemalloc.get_traced_memory()[0] - traced_start) if traced else (_rss_bytes() or 0) - rss_start
+                )
                 sample_steps[taken], sample_bytes[taken] = step + 1, used
                 taken += 1
                 if options["progress"]:
@@ -171,13 +179,21 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
         state = fi_compat.status()
     distinct = len(set(lengths))
     result: dict[str, Any] = {
-        "variant": variant, "traced": traced, "flashinfer": flashinfer.__version__, "outcome": state["outcome"],
-        "steps": total, "distinct_max_seq_len": distinct, "launches": launches,
+        "variant": variant,
+        "traced": traced,
+        "flashinfer": flashinfer.__version__,
+        "outcome": state["outcome"],
+        "steps": total,
+        "distinct_max_seq_len": distinct,
+        "launches": launches,
         "tracemalloc_growth_bytes": traced_growth,
         "rss_growth_bytes": None if rss_end is None else rss_end - rss_start,
-        "census_before": _census_counts(before), "census_after": _census_counts(after),
-        "fi_compat_caches": state["caches"], "half": half,
-        "half_tracemalloc_bytes": half_used, "half_fi_compat_caches": half_caches,
+        "census_before": _census_counts(before),
+        "census_after": _census_counts(after),
+        "fi_compat_caches": state["caches"],
+        "half": half,
+        "half_tracemalloc_bytes": half_used,
+        "half_fi_compat_caches": half_caches,
         "second_half_new_lengths": len(set(lengths[half:]) - set(lengths[:half])),
         "samples": list(zip(sample_steps[:taken], sample_bytes[:taken])),
     }

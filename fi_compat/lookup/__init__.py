@@ -35,12 +35,26 @@ from packaging.version import Version
 from ..specs import FunctionSpec
 from .live import aliases_of, describe_callable, find_live, module_loaded
 from .model import (
-    BOUNDED, NO_MEMO, PACKAGE, TRTLLM_MARKER, UNBOUNDED, Found, foreign_memo, memo_of_decorator, memo_of_object,
+    BOUNDED,
+    NO_MEMO,
+    PACKAGE,
+    TRTLLM_MARKER,
+    UNBOUNDED,
+    Found,
+    foreign_memo,
+    memo_of_decorator,
+    memo_of_object,
     unbounded_memo_decorator,
 )
 from .source import (
-    DirectoryReader, SourceIndex, SourceReader, describe_def, find_in_source, module_level_statements,
-    resolve_relative, source_lookup,
+    DirectoryReader,
+    SourceIndex,
+    SourceReader,
+    describe_def,
+    find_in_source,
+    module_level_statements,
+    resolve_relative,
+    source_lookup,
 )
 
 Lookup = Callable[[FunctionSpec], Optional[Found]]
@@ -63,9 +77,30 @@ def runtime_lookup(release: Optional[Version]) -> Lookup:
 
     return find
 
+
 __all__ = [
-    "BOUNDED", "DirectoryReader", "Found", "Lookup", "NO_MEMO", "PACKAGE", "SourceIndex", "SourceReader",
-    "TRTLLM_MARKER", "UNBOUNDED", "aliases_of", "describe_callable", "describe_def", "find_in_source", "find_live",
-    "foreign_memo", "memo_of_decorator", "memo_of_object", "module_level_statements", "module_loaded",
-    "resolve_relative", "runtime_lookup", "source_lookup", "unbounded_memo_decorator",
+    "BOUNDED",
+    "DirectoryReader",
+    "Found",
+    "Lookup",
+    "NO_MEMO",
+    "PACKAGE",
+    "SourceIndex",
+    "SourceReader",
+    "TRTLLM_MARKER",
+    "UNBOUNDED",
+    "aliases_of",
+    "describe_callable",
+    "describe_def",
+    "find_in_source",
+    "find_live",
+    "foreign_memo",
+    "memo_of_decorator",
+    "memo_of_object",
+    "module_level_statements",
+    "module_loaded",
+    "resolve_relative",
+    "runtime_lookup",
+    "source_lookup",
+    "unbounded_memo_decorator",
 ]

@@ -8,7 +8,13 @@ from dataclasses import replace
 from typing import Any, Iterator, Optional
 
 from ..signatures import (
-    KEYWORD_ONLY, POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_KEYWORD, VAR_POSITIONAL, FoundFunction, FoundParam,
+    KEYWORD_ONLY,
+    POSITIONAL_ONLY,
+    POSITIONAL_OR_KEYWORD,
+    VAR_KEYWORD,
+    VAR_POSITIONAL,
+    FoundFunction,
+    FoundParam,
 )
 from ..specs import FunctionSpec, homes
 from .model import NO_MEMO, PACKAGE, Found, foreign_memo, memo_of_object
@@ -119,9 +125,10 @@ def _search_live(name: str, skip: frozenset[str]) -> tuple[Any, str]:
             continue
         value = getattr(module, "__dict__", {}).get(name)
         target = inspect.unwrap(value) if callable(value) else None
-        if target is not None and getattr(target, "__name__", None) == name \
-                and getattr(target, "__module__", None) == module_name:
+        if (
+            target is not None
+            and getattr(target, "__name__", None) == name
+            and getattr(target, "__module__", None) == module_name
+        ):
             return value, module_name
     return None, ""
-
-

@@ -104,5 +104,3 @@ def foreign_memo(obj: Any) -> Optional[str]:
         obj = getattr(obj, "__wrapped__", None)
         seen += 1
     return None
-
-

@@ -8,7 +8,13 @@ from dataclasses import replace
 from typing import Callable, Iterable, Iterator, Optional, Protocol
 
 from ..signatures import (
-    KEYWORD_ONLY, POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_KEYWORD, VAR_POSITIONAL, FoundFunction, FoundParam,
+    KEYWORD_ONLY,
+    POSITIONAL_ONLY,
+    POSITIONAL_OR_KEYWORD,
+    VAR_KEYWORD,
+    VAR_POSITIONAL,
+    FoundFunction,
+    FoundParam,
 )
 from ..specs import FunctionSpec, homes
 from .model import NO_MEMO, PACKAGE, Found, memo_of_decorator
@@ -78,8 +84,12 @@ def module_level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from module_level_statements(node.body)
 
 
-def describe_def(qualname: str, node: ast.FunctionDef | ast.AsyncFunctionDef, where: str,
-                 memo: Optional[tuple[str, Optional[int]]] = None) -> FoundFunction:
+def describe_def(
+    qualname: str,
+    node: ast.FunctionDef | ast.AsyncFunctionDef,
+    where: str,
+    memo: Optional[tuple[str, Optional[int]]] = None,
+) -> FoundFunction:
     """A ``def`` as a :class:`FoundFunction`; ``memo`` overrides the decorators
     (for ``name = functools.cache(other)``)."""
     args = node.args
@@ -147,8 +157,9 @@ def resolve_relative(module: str, path: str, node: ast.ImportFrom) -> Optional[s
     return f"{base}.{node.module}" if node.module else base
 
 
-def _find_binding(index: SourceIndex, module: str, name: str, qualname: str,
-                  depth: int = 0) -> Optional[tuple[FoundFunction, str]]:
+def _find_binding(
+    index: SourceIndex, module: str, name: str, qualname: str, depth: int = 0
+) -> Optional[tuple[FoundFunction, str]]:
     """``(function, defining module)`` for ``module.name`` following re-exports."""
     parsed = index.tree(module)
     if parsed is None or depth > MAX_REEXPORT_DEPTH:
@@ -245,5 +256,3 @@ def source_lookup(reader: SourceReader) -> Callable[[FunctionSpec], Optional[Fou
     """A :data:`Lookup` over ``reader`` (one parse per module for every spec asked)."""
     index = SourceIndex(reader)
     return lambda spec: find_in_source(spec, index)
-
-

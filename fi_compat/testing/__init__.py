@@ -138,9 +138,14 @@ class CpuHost:
         import torch
 
         properties = SimpleNamespace(
-            name="fi_compat SM100 shim", major=SM100_CAPABILITY[0], minor=SM100_CAPABILITY[1],
-            multi_processor_count=SM100_SM_COUNT, total_memory=192 << 30, warp_size=32,
-            L2_cache_size=126 << 20, max_threads_per_multi_processor=2048,
+            name="fi_compat SM100 shim",
+            major=SM100_CAPABILITY[0],
+            minor=SM100_CAPABILITY[1],
+            multi_processor_count=SM100_SM_COUNT,
+            total_memory=192 << 30,
+            warp_size=32,
+            L2_cache_size=126 << 20,
+            max_threads_per_multi_processor=2048,
         )
         for name, value in (
             ("get_device_properties", lambda device=None: properties),
@@ -245,5 +250,13 @@ def _cuda_flagged_class() -> type:
     return _CUDA_FLAGGED[0]
 
 
-__all__ = ["CpuHost", "Launch", "LaunchRecorder", "RecordedKernel", "cpu_host", "cuda_flagged",
-           "SM100_CAPABILITY", "SM100_SM_COUNT"]
+__all__ = [
+    "CpuHost",
+    "Launch",
+    "LaunchRecorder",
+    "RecordedKernel",
+    "cpu_host",
+    "cuda_flagged",
+    "SM100_CAPABILITY",
+    "SM100_SM_COUNT",
+]

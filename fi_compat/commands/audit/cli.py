@@ -60,9 +60,12 @@ def _build_meta_version(data: bytes) -> Optional[str]:
     except (SyntaxError, ValueError):
         return None
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)
-                and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+        ):
             return node.value.value
     return None
 
@@ -114,17 +117,18 @@ def _trim(report: dict[str, Any], top: Optional[int]) -> dict[str, Any]:
     findings = report["findings"]
     shown = findings if top is None else findings[:top]
     trimmed = dict(report, findings=shown)
-    rest = findings[len(shown):]
-    trimmed["omitted"] = {"flagged": sum(1 for f in rest if f["score"] > 0),
-                          "unflagged": sum(1 for f in rest if f["score"] == 0)}
+    rest = findings[len(shown) :]
+    trimmed["omitted"] = {
+        "flagged": sum(1 for f in rest if f["score"] > 0),
+        "unflagged": sum(1 for f in rest if f["score"] == 0),
+    }
     return trimmed
 
 
 def format_text(report: dict[str, Any]) -> str:
     source = report["source"]
     lines = [
-        f"fi-compat audit: flashinfer {report['release'] or '(version unknown)'} "
-        f"({source['kind']}: {source['path']})",
+        f"fi-compat audit: flashinfer {report['release'] or '(version unknown)'} ({source['kind']}: {source['path']})",
         f"{report['files']} Python files, {report['unbounded_caches']} unbounded caches, "
         f"{report['flagged_count']} with per-request-looking parameters",
         "",
@@ -143,24 +147,32 @@ def format_text(report: dict[str, Any]) -> str:
     omitted = report.get("omitted") or {}
     if omitted.get("flagged") or omitted.get("unflagged"):
         lines.append("")
-        lines.append(f"... and {omitted['flagged']} more flagged, {omitted['unflagged']} unflagged "
-                     "(--top N, --all, or --json for everything)")
+        lines.append(
+            f"... and {omitted['flagged']} more flagged, {omitted['unflagged']} unflagged "
+            "(--top N, --all, or --json for everything)"
+        )
     if report["live"] is not None:
         workload = report["live"]["workload"]
         lines.append("")
-        lines.append(f"live: {workload['calls']} decode calls ({workload['layout']}'s call), "
-                     f"{workload['distinct_max_seq_len']} distinct max_seq_len, {workload['seconds']:.2f} s on "
-                     f"{workload['host']}")
+        lines.append(
+            f"live: {workload['calls']} decode calls ({workload['layout']}'s call), "
+            f"{workload['distinct_max_seq_len']} distinct max_seq_len, {workload['seconds']:.2f} s on "
+            f"{workload['host']}"
+        )
         growing = [r for r in report["live"]["results"] if (r["gained"] or 0) > 0]
         for result in growing:
             lines.append(f"  GREW  {result['function']} ({result['where']}): {_live_text(result)}")
         once = [o for o in report["live"]["other_growth"] if o["gained"] == 1]
         for other in [o for o in report["live"]["other_growth"] if o["gained"] > 1]:
             bound = "unbounded" if other["maxsize"] is None else f"maxsize {other['maxsize']}"
-            lines.append(f"  GREW  {other['function']} (not flagged by the scan; {other['owner']}, {bound}): "
-                         f"+{other['gained']} entries ({other['currsize_before']} -> {other['currsize_after']})")
+            lines.append(
+                f"  GREW  {other['function']} (not flagged by the scan; {other['owner']}, {bound}): "
+                f"+{other['gained']} entries ({other['currsize_before']} -> {other['currsize_after']})"
+            )
         if once:
-            lines.append(f"  {len(once)} more caches gained one entry each (set-up, not per request; --json lists them)")
+            lines.append(
+                f"  {len(once)} more caches gained one entry each (set-up, not per request; --json lists them)"
+            )
         if not growing and not report["live"]["other_growth"]:
             lines.append("  no flashinfer cache grew during the workload")
     if report.get("live_error"):
@@ -175,8 +187,10 @@ def _live_text(result: dict[str, Any]) -> str:
     if result["status"] in ("measured", "bounded"):
         text = f"+{result['gained']} entries ({result['currsize_before']} -> {result['currsize_after']})"
         return text + (f"; {result['detail']}" if result["detail"] else "")
-    return {"not-loaded": "module not loaded by the decode workload",
-            "nested": "defined inside a function: not reachable from outside"}.get(result["status"], result["status"])
+    return {
+        "not-loaded": "module not loaded by the decode workload",
+        "nested": "defined inside a function: not reachable from outside",
+    }.get(result["status"], result["status"])
 
 
 def register(subparsers: Any) -> None:
@@ -184,30 +198,39 @@ def register(subparsers: Any) -> None:
         "audit",
         help="list flashinfer's unbounded caches, flag and rank the per-request ones",
         description="Walk flashinfer's source with ast (no import) and list every unbounded cache "
-                    "(functools.cache, @cache, lru_cache(maxsize=None), lru_cache(None)), flagging and "
-                    "ranking those whose parameters look per-request. See docs/audit.md.",
+        "(functools.cache, @cache, lru_cache(maxsize=None), lru_cache(None)), flagging and "
+        "ranking those whose parameters look per-request. See docs/audit.md.",
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--source", metavar="DIR", help="a flashinfer package directory (default: the installed one)")
     where.add_argument("--wheel", metavar="PATH", help="a flashinfer-python wheel, read in memory")
-    parser.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
-                        help=f"show the N highest-ranked findings (default {DEFAULT_TOP})")
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=f"show the N highest-ranked findings (default {DEFAULT_TOP})",
+    )
     parser.add_argument("--all", action="store_true", help="show every finding")
     parser.add_argument("--json", action="store_true", help="print JSON (schema_version %d)" % SCHEMA_VERSION)
-    parser.add_argument("--exact", action="store_true",
-                        help="parse every candidate file whole (slower; same result)")
-    parser.add_argument("--live", action="store_true",
-                        help="also run a short decode workload on the installed flashinfer and report what "
-                             "each flagged cache gained")
-    parser.add_argument("--steps", type=int, default=None, metavar="N",
-                        help="decode calls in the --live workload (default 200)")
+    parser.add_argument("--exact", action="store_true", help="parse every candidate file whole (slower; same result)")
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="also run a short decode workload on the installed flashinfer and report what each flagged cache gained",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=None, metavar="N", help="decode calls in the --live workload (default 200)"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.live and (args.source or args.wheel):
-        print("fi-compat audit: --live measures the installed flashinfer; it cannot be combined with "
-              "--source or --wheel", file=sys.stderr)
+        print(
+            "fi-compat audit: --live measures the installed flashinfer; it cannot be combined with --source or --wheel",
+            file=sys.stderr,
+        )
         return EXIT_NOTHING_TO_AUDIT
     if args.steps is not None and args.steps < 1:
         print(f"fi-compat audit: --steps {args.steps}: must be at least 1", file=sys.stderr)
@@ -237,5 +260,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _finding_from_dict(data: dict[str, Any]) -> Finding:
     path, _, line = data["where"].rpartition(":")
-    return Finding(data["module"], data["qualname"], path, int(line), data["decorator"], tuple(data["params"]),
-                   (), data["score"])
+    return Finding(
+        data["module"], data["qualname"], path, int(line), data["decorator"], tuple(data["params"]), (), data["score"]
+    )

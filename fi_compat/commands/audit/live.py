@@ -45,9 +45,15 @@ class LiveResult:
         return None if self.before is None or self.after is None else self.after - self.before
 
     def as_dict(self) -> dict[str, Any]:
-        return {"function": self.function, "where": self.where, "status": self.status,
-                "currsize_before": self.before, "currsize_after": self.after, "gained": self.gained,
-                "detail": self.detail}
+        return {
+            "function": self.function,
+            "where": self.where,
+            "status": self.status,
+            "currsize_before": self.before,
+            "currsize_after": self.after,
+            "gained": self.gained,
+            "detail": self.detail,
+        }
 
 
 @contextlib.contextmanager
@@ -80,20 +86,31 @@ def decode_workload(steps: int = DEFAULT_STEPS, *, layout: str = "trtllm", batch
     from ...testing import workload
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    inputs = workload.make_inputs(torch, layout, batch=batch, width=WIDTH, page_size=PAGE_SIZE,
-                                  num_pages=batch * WIDTH, device=device, workspace_bytes=1 << 20)
+    inputs = workload.make_inputs(
+        torch,
+        layout,
+        batch=batch,
+        width=WIDTH,
+        page_size=PAGE_SIZE,
+        num_pages=batch * WIDTH,
+        device=device,
+        workspace_bytes=1 << 20,
+    )
     decode = getattr(mla, DECODE.name)
     lengths = workload.lengths("sweep", inputs.capacity, steps)
     began = time.perf_counter()
     for max_seq_len in lengths:
         inputs.seq_lens.fill_(max_seq_len)
         workload.call(layout, decode, inputs, max_seq_len)
-    return {"calls": len(lengths), "distinct_max_seq_len": len(set(lengths)), "layout": layout,
-            "seconds": time.perf_counter() - began}
+    return {
+        "calls": len(lengths),
+        "distinct_max_seq_len": len(set(lengths)),
+        "layout": layout,
+        "seconds": time.perf_counter() - began,
+    }
 
 
-def _result(finding: Finding, before: dict[str, census.CacheCount],
-            after: dict[str, census.CacheCount]) -> LiveResult:
+def _result(finding: Finding, before: dict[str, census.CacheCount], after: dict[str, census.CacheCount]) -> LiveResult:
     result = LiveResult(finding.full_name, finding.where, "measured")
     if "<locals>" in finding.qualname:
         result.status = "nested"
@@ -112,8 +129,9 @@ def _result(finding: Finding, before: dict[str, census.CacheCount],
     return result
 
 
-def live_audit(findings: Iterable[Finding], steps: int = DEFAULT_STEPS,
-               workload: Optional[Callable[[int], dict[str, Any]]] = None) -> dict[str, Any]:
+def live_audit(
+    findings: Iterable[Finding], steps: int = DEFAULT_STEPS, workload: Optional[Callable[[int], dict[str, Any]]] = None
+) -> dict[str, Any]:
     """Run ``workload(steps)`` and report what each flagged cache gained, and every
     other flashinfer cache that grew.  Raises ``ImportError`` when torch or
     flashinfer cannot be imported here."""
@@ -126,7 +144,18 @@ def live_audit(findings: Iterable[Finding], steps: int = DEFAULT_STEPS,
     results = [_result(finding, before, after) for finding in findings]
     named = {r.function for r in results} | {f"{r.function} [fi_compat]" for r in results}
     others = [g for g in census.grown(before, after) if g.qualname not in named]
-    return {"workload": summary, "results": [r.as_dict() for r in results],
-            "other_growth": [{"function": g.qualname, "owner": g.after.owner, "maxsize": g.after.maxsize,
-                              "currsize_before": g.before.currsize, "currsize_after": g.after.currsize,
-                              "gained": g.gained} for g in others]}
+    return {
+        "workload": summary,
+        "results": [r.as_dict() for r in results],
+        "other_growth": [
+            {
+                "function": g.qualname,
+                "owner": g.after.owner,
+                "maxsize": g.after.maxsize,
+                "currsize_before": g.before.currsize,
+                "currsize_after": g.after.currsize,
+                "gained": g.gained,
+            }
+            for g in others
+        ],
+    }

@@ -37,15 +37,15 @@ from ...lookup import unbounded_memo_decorator
 #: too; batch sizes and offsets take fewer distinct values; page counts are
 #: usually the KV pool size.  docs/audit.md explains each category.
 PER_REQUEST_PATTERNS: tuple[tuple[str, int, str], ...] = (
-    ("query length", 3,
-     r"(^|_)(q|qo|query)_?(seq_?)?(len|lens|length|lengths)($|_)|seq_?lens?_q($|_)"),
-    ("sequence/KV length", 5,
-     r"seq_?lens?($|_)|seq_?lengths?($|_)|(kv|ctx|context|past|prefix|cache)_?(len|lens|length|lengths)($|_)"
-     r"|(^|_)max_(kv|ctx|context)($|_)"),
-    ("token count", 4,
-     r"(^|_)(num|n|total|max)_?(tokens?|toks?)($|_)|(^|_)tokens?_(count|num)($|_)"),
-    ("batch size", 3,
-     r"(^|_)(batch_?size|bs|batch|num_(requests?|reqs?|seqs?|sequences)|buckets?)($|_)"),
+    ("query length", 3, r"(^|_)(q|qo|query)_?(seq_?)?(len|lens|length|lengths)($|_)|seq_?lens?_q($|_)"),
+    (
+        "sequence/KV length",
+        5,
+        r"seq_?lens?($|_)|seq_?lengths?($|_)|(kv|ctx|context|past|prefix|cache)_?(len|lens|length|lengths)($|_)"
+        r"|(^|_)max_(kv|ctx|context)($|_)",
+    ),
+    ("token count", 4, r"(^|_)(num|n|total|max)_?(tokens?|toks?)($|_)|(^|_)tokens?_(count|num)($|_)"),
+    ("batch size", 3, r"(^|_)(batch_?size|bs|batch|num_(requests?|reqs?|seqs?|sequences)|buckets?)($|_)"),
     ("offset", 3, r"(^|_)(offsets?|indptr|start|pos|position|positions)($|_)"),
     ("page/block count", 2, r"(^|_)(num|n|max)_(pages|blocks|kv_pages|kv_blocks)($|_)"),
 )
@@ -200,7 +200,7 @@ def _chunks_for(data: bytes, candidate_offsets: list[int]) -> Optional[list[tupl
     previous_decorator = False
     for match in _TOP_LEVEL.finditer(data):
         position = match.start()
-        line_head = data[position: position + 8]
+        line_head = data[position : position + 8]
         if line_head.startswith(_CONTINUATION) and re.match(rb"(else|elif|except|finally)\b", line_head):
             previous_decorator = False
             continue
@@ -249,17 +249,27 @@ class _Collector(ast.NodeVisitor):
     visit_AsyncFunctionDef = _function
 
 
-def _finding(module: str, qualname: str, path: str, node: ast.FunctionDef | ast.AsyncFunctionDef,
-             decorator: str) -> Finding:
+def _finding(
+    module: str, qualname: str, path: str, node: ast.FunctionDef | ast.AsyncFunctionDef, decorator: str
+) -> Finding:
     args = node.args
-    every = list(args.posonlyargs) + list(args.args) + ([args.vararg] if args.vararg else []) + \
-        list(args.kwonlyargs) + ([args.kwarg] if args.kwarg else [])
+    every = (
+        list(args.posonlyargs)
+        + list(args.args)
+        + ([args.vararg] if args.vararg else [])
+        + list(args.kwonlyargs)
+        + ([args.kwarg] if args.kwarg else [])
+    )
     params = tuple(a.arg for a in every if a.arg not in _RECEIVERS)
     positional = list(args.posonlyargs) + list(args.args)
-    with_default = {a.arg for a in positional[len(positional) - len(args.defaults):]} if args.defaults else set()
+    with_default = {a.arg for a in positional[len(positional) - len(args.defaults) :]} if args.defaults else set()
     with_default |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
-    required = tuple(name for name in params if name not in with_default
-                     and name not in {args.vararg.arg if args.vararg else "", args.kwarg.arg if args.kwarg else ""})
+    required = tuple(
+        name
+        for name in params
+        if name not in with_default
+        and name not in {args.vararg.arg if args.vararg else "", args.kwarg.arg if args.kwarg else ""}
+    )
     flagged: list[FlaggedParam] = []
     for arg in every:
         verdict = classify_parameter(arg.arg)
@@ -269,8 +279,9 @@ def _finding(module: str, qualname: str, path: str, node: ast.FunctionDef | ast.
         if annotation in ("bool", "Optional[bool]", "bool | None", "str", "Optional[str]", "torch.dtype"):
             continue
         flagged.append(FlaggedParam(arg.arg, verdict[0], verdict[1], annotation in _INT_ANNOTATIONS))
-    return Finding(module, qualname, path, node.lineno, decorator, params, tuple(flagged),
-                   score_finding(flagged, params, required))
+    return Finding(
+        module, qualname, path, node.lineno, decorator, params, tuple(flagged), score_finding(flagged, params, required)
+    )
 
 
 def scan_file(source: SourceFile, exact: bool = False) -> list[Finding]:

@@ -71,17 +71,24 @@ def register(subparsers: Any) -> None:
         "doctor",
         help="report fi_compat, torch, flashinfer, the verdict on each bounded cache, patches, census, settings",
         description="One screen for a bug report. Patches nothing unless --install. Inside a serving process, "
-                    "log fi_compat.doctor_report() instead. See docs/doctor.md.",
+        "log fi_compat.doctor_report() instead. See docs/doctor.md.",
     )
     parser.add_argument("--json", action="store_true", help=f"print JSON (schema_version {SCHEMA_VERSION})")
-    parser.add_argument("--install", action="store_true",
-                        help="run fi_compat.install() in the doctor process first and report the result "
-                             "(shows what install would do; your application is not affected)")
-    parser.add_argument("--no-import", action="store_true",
-                        help="do not import flashinfer; judge from the source with ast")
-    parser.add_argument("--cpu-shim", action="store_true",
-                        help="import flashinfer under fi_compat.testing.cpu_host() (CPU-only CI): live "
-                             "verdicts and the census on a host without a GPU")
+    parser.add_argument(
+        "--install",
+        action="store_true",
+        help="run fi_compat.install() in the doctor process first and report the result "
+        "(shows what install would do; your application is not affected)",
+    )
+    parser.add_argument(
+        "--no-import", action="store_true", help="do not import flashinfer; judge from the source with ast"
+    )
+    parser.add_argument(
+        "--cpu-shim",
+        action="store_true",
+        help="import flashinfer under fi_compat.testing.cpu_host() (CPU-only CI): live "
+        "verdicts and the census on a host without a GPU",
+    )
     parser.set_defaults(func=run)
 
 
@@ -93,6 +100,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = [
-    "SCHEMA_VERSION", "SECTION_KEYS", "SETTING_KEYS", "TOP_LEVEL_KEYS", "doctor_report", "format_text", "gather",
-    "import_flashinfer", "register", "run",
+    "SCHEMA_VERSION",
+    "SECTION_KEYS",
+    "SETTING_KEYS",
+    "TOP_LEVEL_KEYS",
+    "doctor_report",
+    "format_text",
+    "gather",
+    "import_flashinfer",
+    "register",
+    "run",
 ]

@@ -13,8 +13,18 @@ from ...release_detection import detect_release, package_directories
 from ...specs import CORE_MODULE
 
 TORCH_KEYS = ("installed", "version", "cuda_build", "device", "device_name", "capability", "error")
-FLASHINFER_KEYS = ("release", "detected_from", "metadata_version", "build_meta_version", "module_version", "notes",
-                   "package_dir", "imported", "import_mode", "import_error")
+FLASHINFER_KEYS = (
+    "release",
+    "detected_from",
+    "metadata_version",
+    "build_meta_version",
+    "module_version",
+    "notes",
+    "package_dir",
+    "imported",
+    "import_mode",
+    "import_error",
+)
 
 NOT_IMPORTED_HERE = "not imported in this process"
 NOT_ATTEMPTED = "not attempted (--no-import)"
@@ -28,8 +38,12 @@ def fi_compat_section() -> dict[str, Any]:
 
 
 def python_section() -> dict[str, Any]:
-    return {"version": platform.python_version(), "implementation": platform.python_implementation(),
-            "executable": sys.executable, "platform": platform.platform()}
+    return {
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+        "platform": platform.platform(),
+    }
 
 
 def torch_section(*, may_import: bool) -> dict[str, Any]:
@@ -92,8 +106,11 @@ def import_flashinfer(cpu_shim: bool = False) -> Optional[str]:
 
 
 def _flashinfer_modules() -> list[str]:
-    return [name for name, module in sys.modules.items()
-            if module is not None and (name == PACKAGE or name.startswith(PACKAGE + "."))]
+    return [
+        name
+        for name, module in sys.modules.items()
+        if module is not None and (name == PACKAGE or name.startswith(PACKAGE + "."))
+    ]
 
 
 def flashinfer_imported() -> bool:
@@ -158,16 +175,22 @@ def failed_import(package_dir: Optional[str]) -> Optional[str]:
     if not leftovers:
         return None
     error = recorded_import_error(package_dir)
-    cause = (f"it raised {error}" if error is not None else
-             "the error itself is not recorded anywhere this report can read (log it where `import flashinfer` "
-             "is caught, or run `fi-compat doctor`, which imports flashinfer itself and shows it)")
+    cause = (
+        f"it raised {error}"
+        if error is not None
+        else "the error itself is not recorded anywhere this report can read (log it where `import flashinfer` "
+        "is caught, or run `fi-compat doctor`, which imports flashinfer itself and shows it)"
+    )
     example = CORE_MODULE if CORE_MODULE in leftovers else sorted(leftovers)[0]
-    return (f"{FAILED_HERE}: {len(leftovers)} flashinfer submodules are loaded (such as {example}) "
-            f"but the flashinfer package is not, which is what a raising flashinfer/__init__.py leaves; {cause}")
+    return (
+        f"{FAILED_HERE}: {len(leftovers)} flashinfer submodules are loaded (such as {example}) "
+        f"but the flashinfer package is not, which is what a raising flashinfer/__init__.py leaves; {cause}"
+    )
 
 
-def flashinfer_section(*, attempt_import: bool, torch_importable: bool, cpu_shim: bool,
-                       not_attempted: str = NOT_ATTEMPTED) -> dict[str, Any]:
+def flashinfer_section(
+    *, attempt_import: bool, torch_importable: bool, cpu_shim: bool, not_attempted: str = NOT_ATTEMPTED
+) -> dict[str, Any]:
     """The release (from the files, without importing) and whether flashinfer
     is imported; imports it first when ``attempt_import`` and it is not
     (``not_attempted`` says why it was not)."""
@@ -201,6 +224,18 @@ def flashinfer_section(*, attempt_import: bool, torch_importable: bool, cpu_shim
     }
 
 
-__all__ = ["FAILED_HERE", "FLASHINFER_KEYS", "NOT_ATTEMPTED", "NOT_IMPORTED_HERE", "TORCH_KEYS", "failed_import",
-           "fi_compat_section", "flashinfer_imported", "flashinfer_section", "import_flashinfer", "python_section",
-           "recorded_import_error", "torch_section"]
+__all__ = [
+    "FAILED_HERE",
+    "FLASHINFER_KEYS",
+    "NOT_ATTEMPTED",
+    "NOT_IMPORTED_HERE",
+    "TORCH_KEYS",
+    "failed_import",
+    "fi_compat_section",
+    "flashinfer_imported",
+    "flashinfer_section",
+    "import_flashinfer",
+    "python_section",
+    "recorded_import_error",
+    "torch_section",
+]

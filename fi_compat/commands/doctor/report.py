@@ -5,20 +5,40 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ...bounds import PARTIAL, UNSUPPORTED, UNVERIFIED
-from .environment import (NOT_ATTEMPTED, NOT_IMPORTED_HERE, fi_compat_section, flashinfer_section, python_section,
-                          torch_section)
+from .environment import (
+    NOT_ATTEMPTED,
+    NOT_IMPORTED_HERE,
+    fi_compat_section,
+    flashinfer_section,
+    python_section,
+    torch_section,
+)
 from .state import census_section, installed_section, settings_section, trtllm_section
 from .verdicts import bounds_section, call_api_section, judge
 
 SCHEMA_VERSION = 2
 """Bumped when a key is removed or changes meaning; adding keys inside a section does not."""
 
-TOP_LEVEL_KEYS = ("schema_version", "fi_compat", "python", "torch", "flashinfer", "bounds", "call_api",
-                  "installed", "trtllm_workaround", "census", "settings", "install_result", "problems")
+TOP_LEVEL_KEYS = (
+    "schema_version",
+    "fi_compat",
+    "python",
+    "torch",
+    "flashinfer",
+    "bounds",
+    "call_api",
+    "installed",
+    "trtllm_workaround",
+    "census",
+    "settings",
+    "install_result",
+    "problems",
+)
 
 
-def gather(*, import_flashinfer: bool = True, install: bool = False, cpu_shim: bool = False,
-           in_process: bool = False) -> dict[str, Any]:
+def gather(
+    *, import_flashinfer: bool = True, install: bool = False, cpu_shim: bool = False, in_process: bool = False
+) -> dict[str, Any]:
     """The report as a JSON-ready dict (keys: :data:`TOP_LEVEL_KEYS`).
 
     ``import_flashinfer``: import ``flashinfer.mla`` when it is not imported
@@ -33,20 +53,27 @@ def gather(*, import_flashinfer: bool = True, install: bool = False, cpu_shim: b
     """
     from ... import installer
 
-    report: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "fi_compat": fi_compat_section(),
-                              "python": python_section()}
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "fi_compat": fi_compat_section(),
+        "python": python_section(),
+    }
     report["torch"] = torch_section(may_import=not in_process)
     report["flashinfer"] = flashinfer = flashinfer_section(
-        attempt_import=import_flashinfer and not in_process, torch_importable=bool(report["torch"]["installed"]),
-        cpu_shim=cpu_shim, not_attempted=NOT_IMPORTED_HERE if in_process else NOT_ATTEMPTED)
+        attempt_import=import_flashinfer and not in_process,
+        torch_importable=bool(report["torch"]["installed"]),
+        cpu_shim=cpu_shim,
+        not_attempted=NOT_IMPORTED_HERE if in_process else NOT_ATTEMPTED,
+    )
     report["install_result"] = _install(installer) if install and not in_process else None
     judged, lookup, checked_on = judge(flashinfer)
     state = installer.status()
     report["bounds"] = bounds_section(judged, checked_on, state)
     report["call_api"] = call_api_section(judged, lookup, checked_on)
     report["installed"] = installed_section(state)
-    report["trtllm_workaround"] = trtllm_section(state, flashinfer_imported=flashinfer["imported"],
-                                                 in_process=in_process)
+    report["trtllm_workaround"] = trtllm_section(
+        state, flashinfer_imported=flashinfer["imported"], in_process=in_process
+    )
     report["census"] = census_section(state, flashinfer_imported=flashinfer["imported"])
     report["settings"] = settings_section(state)
     report["problems"] = problems(report)
@@ -69,10 +96,14 @@ def problems(report: dict[str, Any]) -> list[str]:
     if flashinfer["package_dir"] is None and flashinfer["release"] is None:
         found.append("flashinfer is not installed: no release, no verdicts, nothing to bound")
     elif not flashinfer["imported"] and flashinfer["import_error"] not in (NOT_IMPORTED_HERE, NOT_ATTEMPTED):
-        found.append(f"flashinfer could not be imported ({flashinfer['import_error']}); the verdicts were read "
-                     "from the source with ast and the census was not taken")
+        found.append(
+            f"flashinfer could not be imported ({flashinfer['import_error']}); the verdicts were read "
+            "from the source with ast and the census was not taken"
+        )
     if bounds["outcome"] in (PARTIAL, UNSUPPORTED):
-        found += [f"{row['name']}: {row['reason']}" for row in bounds["rows"] if row["verdict"] in ("missing", "mismatch")]
+        found += [
+            f"{row['name']}: {row['reason']}" for row in bounds["rows"] if row["verdict"] in ("missing", "mismatch")
+        ]
     elif bounds["outcome"] == UNVERIFIED:
         found.append(f"{bounds['reason']}: run the release matrix on {flashinfer['release']}")
     call_api = report["call_api"]
@@ -81,9 +112,11 @@ def problems(report: dict[str, Any]) -> list[str]:
     if report["installed"]["error"]:
         found.append(f"install failed in an import hook: {report['installed']['error']}")
     for grown in report["census"]["grown_behind_fi_compat"]:
-        found.append(f"{grown['cache']} holds {grown['currsize']} entries in flashinfer's own unbounded cache "
-                     f"although fi_compat bounds it ({grown['name']}): something calls flashinfer's original "
-                     "directly (a reference taken before install()?)")
+        found.append(
+            f"{grown['cache']} holds {grown['currsize']} entries in flashinfer's own unbounded cache "
+            f"although fi_compat bounds it ({grown['name']}): something calls flashinfer's original "
+            "directly (a reference taken before install()?)"
+        )
     for name, setting in report["settings"].items():
         if setting["error"]:
             found.append(f"setting {name}: {setting['error']}; install() would raise ValueError")

@@ -15,8 +15,14 @@ from ... import census, config
 
 INSTALLED_KEYS = ("state", "outcome", "patched", "waiting_for", "error", "notes")
 TRTLLM_KEYS = ("present", "position", "checked_in", "tensorrt_llm_imported", "tensorrt_llm_installed", "note")
-CENSUS_KEYS = ("taken", "caches", "flashinfer_unbounded", "flashinfer_unbounded_entries", "fi_compat",
-               "grown_behind_fi_compat")
+CENSUS_KEYS = (
+    "taken",
+    "caches",
+    "flashinfer_unbounded",
+    "flashinfer_unbounded_entries",
+    "fi_compat",
+    "grown_behind_fi_compat",
+)
 SETTING_KEYS = ("value", "source", "env", "error")
 
 TRTLLM_PACKAGE = "tensorrt_llm"
@@ -50,8 +56,10 @@ def trtllm_section(state: dict[str, Any], *, flashinfer_imported: bool, in_proce
     imported = TRTLLM_PACKAGE in sys.modules
     note = None
     if not in_process and not imported:
-        note = ("checked in the doctor's own process, which never imports tensorrt_llm: TensorRT-LLM installs its "
-                "workaround when its module is imported, so call fi_compat.doctor_report() inside the engine")
+        note = (
+            "checked in the doctor's own process, which never imports tensorrt_llm: TensorRT-LLM installs its "
+            "workaround when its module is imported, so call fi_compat.doctor_report() inside the engine"
+        )
     return {
         "present": seen["present"] if flashinfer_imported else None,
         "position": seen["position"] if flashinfer_imported else None,
@@ -72,11 +80,15 @@ def census_section(state: dict[str, Any], *, flashinfer_imported: bool) -> dict[
     if not flashinfer_imported:
         return section
     counts = census.take()
-    unbounded = sorted((c for c in counts.values() if c.owner == census.FLASHINFER and c.unbounded),
-                       key=lambda c: (-c.currsize, c.qualname))
-    behind = [{"name": row["name"], "cache": row["cache"], "currsize": row["flashinfer"]["currsize"]}
-              for row in state["bounds"]
-              if row["patched"] and row["flashinfer"] and row["flashinfer"]["currsize"] > 0]
+    unbounded = sorted(
+        (c for c in counts.values() if c.owner == census.FLASHINFER and c.unbounded),
+        key=lambda c: (-c.currsize, c.qualname),
+    )
+    behind = [
+        {"name": row["name"], "cache": row["cache"], "currsize": row["flashinfer"]["currsize"]}
+        for row in state["bounds"]
+        if row["patched"] and row["flashinfer"] and row["flashinfer"]["currsize"] > 0
+    ]
     section.update(
         taken=True,
         caches=len(counts),
@@ -93,8 +105,10 @@ def settings_section(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     ``install()`` would resolve from the environment now (an invalid value
     is reported, not raised)."""
     if state["state"] != "not-installed":
-        return {name: {"value": s["value"], "source": s["source"], "env": s["env"], "error": None}
-                for name, s in state["settings"].items()}
+        return {
+            name: {"value": s["value"], "source": s["source"], "env": s["env"], "error": None}
+            for name, s in state["settings"].items()
+        }
     out: dict[str, dict[str, Any]] = {}
     for name, (env_var, _default, _validate) in config._SPECS.items():
         try:
@@ -106,5 +120,13 @@ def settings_section(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-__all__ = ["CENSUS_KEYS", "INSTALLED_KEYS", "SETTING_KEYS", "TRTLLM_KEYS", "census_section", "installed_section",
-           "settings_section", "trtllm_section"]
+__all__ = [
+    "CENSUS_KEYS",
+    "INSTALLED_KEYS",
+    "SETTING_KEYS",
+    "TRTLLM_KEYS",
+    "census_section",
+    "installed_section",
+    "settings_section",
+    "trtllm_section",
+]

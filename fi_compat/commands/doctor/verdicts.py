@@ -19,8 +19,22 @@ from ...bounds import BOUNDS, ReleaseVerdict, judge_release
 from ...lookup import DirectoryReader, Lookup, module_loaded, runtime_lookup, source_lookup
 from ...specs import DECODE
 
-ROW_KEYS = ("name", "cache", "verdict", "verified", "reason", "where", "checked_on", "memo", "maxsize",
-            "grows_with", "patched", "waiting_for", "fi_compat", "flashinfer")
+ROW_KEYS = (
+    "name",
+    "cache",
+    "verdict",
+    "verified",
+    "reason",
+    "where",
+    "checked_on",
+    "memo",
+    "maxsize",
+    "grows_with",
+    "patched",
+    "waiting_for",
+    "fi_compat",
+    "flashinfer",
+)
 CALL_API_KEYS = ("function", "status", "checked_on", "where", "difference", "expected", "found")
 
 
@@ -55,8 +69,9 @@ def _checked_on(module: str, checked_on: Optional[str]) -> Optional[str]:
     return checked_on
 
 
-def bounds_section(judged: Optional[ReleaseVerdict], checked_on: Optional[str],
-                   state: dict[str, Any]) -> dict[str, Any]:
+def bounds_section(
+    judged: Optional[ReleaseVerdict], checked_on: Optional[str], state: dict[str, Any]
+) -> dict[str, Any]:
     """Every row of :data:`fi_compat.bounds.BOUNDS`: the verdict now, and what
     is installed for it in this process (``status()["bounds"]``)."""
     installed = {row["name"]: row for row in state.get("bounds", [])}
@@ -66,14 +81,25 @@ def bounds_section(judged: Optional[ReleaseVerdict], checked_on: Optional[str],
         found = None if verdict is None else verdict.found
         here = installed.get(bound.name, {})
         row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
-        row.update(name=bound.name, cache=bound.spec.qualname, grows_with=bound.grows_with,
-                   checked_on=_checked_on(bound.module, checked_on), patched=here.get("patched", []),
-                   waiting_for=here.get("waiting_for"), fi_compat=here.get("fi_compat"),
-                   flashinfer=here.get("flashinfer"))
+        row.update(
+            name=bound.name,
+            cache=bound.spec.qualname,
+            grows_with=bound.grows_with,
+            checked_on=_checked_on(bound.module, checked_on),
+            patched=here.get("patched", []),
+            waiting_for=here.get("waiting_for"),
+            fi_compat=here.get("fi_compat"),
+            flashinfer=here.get("flashinfer"),
+        )
         if verdict is not None:
-            row.update(verdict=verdict.kind, verified=verdict.verified, reason=verdict.reason,
-                       where=None if found is None else found.where,
-                       memo=None if found is None else found.memo, maxsize=None if found is None else found.maxsize)
+            row.update(
+                verdict=verdict.kind,
+                verified=verdict.verified,
+                reason=verdict.reason,
+                where=None if found is None else found.where,
+                memo=None if found is None else found.memo,
+                maxsize=None if found is None else found.maxsize,
+            )
         rows.append(row)
     return {
         "checked_on": checked_on,
@@ -83,8 +109,9 @@ def bounds_section(judged: Optional[ReleaseVerdict], checked_on: Optional[str],
     }
 
 
-def call_api_section(judged: Optional[ReleaseVerdict], lookup: Optional[Lookup],
-                     checked_on: Optional[str]) -> dict[str, Any]:
+def call_api_section(
+    judged: Optional[ReleaseVerdict], lookup: Optional[Lookup], checked_on: Optional[str]
+) -> dict[str, Any]:
     """The decode signature against :data:`fi_compat.specs.DECODE` (what ``mla_decode`` maps onto)."""
     section: dict[str, Any] = dict.fromkeys(CALL_API_KEYS)
     section.update(function=DECODE.qualname, expected=DECODE.expected_text())

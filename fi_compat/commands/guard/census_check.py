@@ -66,14 +66,23 @@ class Leak:
 
     def describe(self) -> str:
         key = "(parameters unknown)" if self.key is None else f"({', '.join(self.key)})"
-        where = ", ".join(f"{l['layout']}/{l['backend']} +{l['gained']} over {l['lengths']} new lengths"
-                          for l in self.layouts)
-        return (f"{self.function}{key} grows by {self.per_length:.1f} entries per distinct max_seq_len "
-                f"({where}); {self.row_state}")
+        where = ", ".join(
+            f"{l['layout']}/{l['backend']} +{l['gained']} over {l['lengths']} new lengths" for l in self.layouts
+        )
+        return (
+            f"{self.function}{key} grows by {self.per_length:.1f} entries per distinct max_seq_len "
+            f"({where}); {self.row_state}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"function": self.function, "key": self.key, "row": self.row, "row_state": self.row_state,
-                "per_length": round(self.per_length, 2), "layouts": self.layouts}
+        return {
+            "function": self.function,
+            "key": self.key,
+            "row": self.row,
+            "row_state": self.row_state,
+            "per_length": round(self.per_length, 2),
+            "layouts": self.layouts,
+        }
 
 
 @dataclass
@@ -91,16 +100,25 @@ class CensusResult:
     def summary(self) -> str:
         total = sum(sum(layout["lengths"]) for layout in self.layouts)
         shown = ", ".join(f"{l['layout']}/{l['backend']}" for l in self.layouts)
-        head = (f"census of {self.release}: {total} distinct max_seq_len over {len(self.layouts)} layouts "
-                f"({shown}) with fi_compat installed, {sum(self.seconds.values()):.1f} s")
+        head = (
+            f"census of {self.release}: {total} distinct max_seq_len over {len(self.layouts)} layouts "
+            f"({shown}) with fi_compat installed, {sum(self.seconds.values()):.1f} s"
+        )
         if self.verdict == FLAT:
             return f"{head}: no flashinfer cache grows per distinct length"
         return f"{head}: {len(self.leaks)} flashinfer cache(s) grow per distinct length"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "release": self.release, "summary": self.summary(),
-                "leaks": [leak.as_dict() for leak in self.leaks], "layouts": self.layouts,
-                "fi_compat": self.fi_compat, "seconds": self.seconds, "notes": self.notes}
+        return {
+            "verdict": self.verdict,
+            "release": self.release,
+            "summary": self.summary(),
+            "leaks": [leak.as_dict() for leak in self.leaks],
+            "layouts": self.layouts,
+            "fi_compat": self.fi_compat,
+            "seconds": self.seconds,
+            "notes": self.notes,
+        }
 
 
 def _row_state(key: dict[str, Any], rows: dict[str, str]) -> str:
@@ -123,16 +141,32 @@ def leaks(payload: dict[str, Any]) -> list[Leak]:
             if entry["owner"] != "flashinfer" or new_lengths <= 0 or gained < PER_LENGTH * new_lengths:
                 continue
             key = payload["keys"].get(entry["qualname"], {})
-            leak = found.setdefault(entry["qualname"], Leak(entry["qualname"], key.get("parameters"),
-                                                            key.get("row"), _row_state(key, rows), []))
-            leak.layouts.append({"layout": layout["layout"], "backend": layout["backend"], "gained": gained,
-                                 "lengths": new_lengths, "per_length": gained / new_lengths,
-                                 "first_half": entry["gained"][0]})
+            leak = found.setdefault(
+                entry["qualname"],
+                Leak(entry["qualname"], key.get("parameters"), key.get("row"), _row_state(key, rows), []),
+            )
+            leak.layouts.append(
+                {
+                    "layout": layout["layout"],
+                    "backend": layout["backend"],
+                    "gained": gained,
+                    "lengths": new_lengths,
+                    "per_length": gained / new_lengths,
+                    "first_half": entry["gained"][0],
+                }
+            )
     return sorted(found.values(), key=lambda leak: -leak.per_length)
 
 
-def run_probe(overlay: Path, scratch: Path, release: str, *, lengths: Optional[int] = None,
-              only_bounds: Optional[Sequence[str]] = None, timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
+def run_probe(
+    overlay: Path,
+    scratch: Path,
+    release: str,
+    *,
+    lengths: Optional[int] = None,
+    only_bounds: Optional[Sequence[str]] = None,
+    timeout: float = PROBE_TIMEOUT_S,
+) -> dict[str, Any]:
     """Run :mod:`.census_probe` over ``overlay``; its JSON report."""
     out = scratch / "census.json"
     command = [sys.executable, "-m", PROBE_MODULE, "--release", release, "--target", str(overlay), "--out", str(out)]
@@ -141,23 +175,37 @@ def run_probe(overlay: Path, scratch: Path, release: str, *, lengths: Optional[i
     if only_bounds is not None:
         command += ["--only-bounds", ",".join(only_bounds)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                              env=probe_environment(overlay, scratch), cwd=scratch)
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            env=probe_environment(overlay, scratch),
+            cwd=scratch,
+        )
     except subprocess.TimeoutExpired:
         raise CensusError(f"the census probe of {release} did not finish within {timeout:.0f} s") from None
     try:
         payload = json.loads(out.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         tail = " / ".join(line for line in done.stderr.strip().splitlines()[-3:] if line.strip())
-        raise CensusError(f"the census probe of {release} exited {done.returncode} without a report: "
-                          f"{tail or '(no output)'}") from None
+        raise CensusError(
+            f"the census probe of {release} exited {done.returncode} without a report: {tail or '(no output)'}"
+        ) from None
     if "error" in payload:
         raise CensusError(f"the census probe of {release} failed: {payload['error']}")
     return payload
 
 
-def census_wheel(wheel: Path, release: str, *, lengths: Optional[int] = None,
-                 only_bounds: Optional[Sequence[str]] = None, timeout: float = PROBE_TIMEOUT_S) -> CensusResult:
+def census_wheel(
+    wheel: Path,
+    release: str,
+    *,
+    lengths: Optional[int] = None,
+    only_bounds: Optional[Sequence[str]] = None,
+    timeout: float = PROBE_TIMEOUT_S,
+) -> CensusResult:
     """Install ``wheel`` in a throwaway directory, run the probe, judge the census.
 
     Raises :class:`~.census_env.CensusError` when the census cannot run."""
@@ -177,16 +225,23 @@ def census_wheel(wheel: Path, release: str, *, lengths: Optional[int] = None,
     if only_bounds is not None:
         notes.append(f"fi_compat installed with only these rows (--census-only-bounds): {', '.join(only_bounds)}")
     found = leaks(payload)
-    layouts = [{k: layout[k] for k in ("layout", "backend", "lengths", "launches", "seconds")}
-               for layout in payload["layouts"]]
+    layouts = [
+        {k: layout[k] for k in ("layout", "backend", "lengths", "launches", "seconds")} for layout in payload["layouts"]
+    ]
     return CensusResult(
-        GROWS if found else FLAT, payload["release"], found, layouts, payload["fi_compat"],
-        {"install": round(installed - started, 2), "probe": round(finished - installed, 2)}, notes,
+        GROWS if found else FLAT,
+        payload["release"],
+        found,
+        layouts,
+        payload["fi_compat"],
+        {"install": round(installed - started, 2), "probe": round(finished - installed, 2)},
+        notes,
     )
 
 
-def add_census(result: Result, wheel: Path, *, lengths: Optional[int] = None,
-               only_bounds: Optional[Sequence[str]] = None) -> None:
+def add_census(
+    result: Result, wheel: Path, *, lengths: Optional[int] = None, only_bounds: Optional[Sequence[str]] = None
+) -> None:
     """Run the census of ``wheel`` and fold it into its static ``result``: growth
     makes a passing verdict ``leaks`` (exit 1); a census that cannot run makes
     it ``error`` (exit 2), since the check asked for was not done."""
@@ -206,5 +261,15 @@ def add_census(result: Result, wheel: Path, *, lengths: Optional[int] = None,
         result.reason = f"{census.summary()}: {'; '.join(leak.describe() for leak in census.leaks)}"
 
 
-__all__ = ["CensusError", "CensusResult", "FLAT", "GROWS", "Leak", "PER_LENGTH", "add_census", "census_wheel",
-           "leaks", "run_probe"]
+__all__ = [
+    "CensusError",
+    "CensusResult",
+    "FLAT",
+    "GROWS",
+    "Leak",
+    "PER_LENGTH",
+    "add_census",
+    "census_wheel",
+    "leaks",
+    "run_probe",
+]

@@ -98,19 +98,40 @@ def requirements_missing(wheel: Path) -> tuple[list[str], list[str]]:
 
 
 def missing_message(release: str, missing: list[str]) -> str:
-    return (f"--census needs pip, torch and flashinfer-python {release}'s dependencies in the Python that runs "
-            f"the guard (they are reused; the guard installs nothing there); missing: {', '.join(missing)}. "
-            f"Run the guard with the Python of your serving environment, or install them into this one "
-            f"(`pip install 'flashinfer-python=={release}'` brings all of them)")
+    return (
+        f"--census needs pip, torch and flashinfer-python {release}'s dependencies in the Python that runs "
+        f"the guard (they are reused; the guard installs nothing there); missing: {', '.join(missing)}. "
+        f"Run the guard with the Python of your serving environment, or install them into this one "
+        f"(`pip install 'flashinfer-python=={release}'` brings all of them)"
+    )
 
 
 def install_overlay(wheel: Path, target: Path, timeout: float = INSTALL_TIMEOUT_S) -> None:
     """``pip install --no-deps --no-index --target`` of one wheel file; offline by construction."""
-    command = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-compile",
-               "--no-cache-dir", "--disable-pip-version-check", "--quiet", "--target", str(target), str(wheel)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--no-compile",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--quiet",
+        "--target",
+        str(target),
+        str(wheel),
+    ]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                              env={**_without_settings(os.environ), "PIP_NO_INPUT": "1"})
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            env={**_without_settings(os.environ), "PIP_NO_INPUT": "1"},
+        )
     except subprocess.TimeoutExpired:
         raise CensusError(f"installing {wheel.name} into a throwaway directory took over {timeout:.0f} s") from None
     except OSError as exc:
@@ -145,5 +166,12 @@ def probe_environment(overlay: Path, scratch: Path, environ: Optional[dict[str, 
     return env
 
 
-__all__ = ["CensusError", "fi_compat_root", "install_overlay", "missing_message", "probe_environment",
-           "requirements_missing", "wheel_requirements"]
+__all__ = [
+    "CensusError",
+    "fi_compat_root",
+    "install_overlay",
+    "missing_message",
+    "probe_environment",
+    "requirements_missing",
+    "wheel_requirements",
+]

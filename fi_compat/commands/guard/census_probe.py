@@ -47,7 +47,11 @@ from typing import Any, Optional
 #: docs/integration/*.md): TensorRT-LLM always trtllm-gen; vLLM "auto", or
 #: cute-dsl under decode context parallelism; SGLang "auto", or its cute-dsl variant.
 ENGINE_BACKENDS: tuple[tuple[str, str], ...] = (
-    ("trtllm", "trtllm-gen"), ("vllm", "auto"), ("vllm", "cute-dsl"), ("sglang", "auto"), ("sglang", "cute-dsl"),
+    ("trtllm", "trtllm-gen"),
+    ("vllm", "auto"),
+    ("vllm", "cute-dsl"),
+    ("sglang", "auto"),
+    ("sglang", "cute-dsl"),
 )
 DEFAULT_LENGTHS = 256
 CONTEXT = 65536
@@ -134,19 +138,20 @@ def describe_key(qualname: str) -> dict[str, Any]:
     return {
         "parameters": None if function is None else [str(p) for p in function.params],
         "where": None if function is None else function.where,
-        "row": row, "row_installed": installed,
+        "row": row,
+        "row_installed": installed,
     }
 
 
-def soak_layout(torch: Any, decode: Any, host: Any, layout: str, backend: str,
-                halves: tuple[list[int], list[int]]) -> dict[str, Any]:
+def soak_layout(
+    torch: Any, decode: Any, host: Any, layout: str, backend: str, halves: tuple[list[int], list[int]]
+) -> dict[str, Any]:
     """One engine's call over both halves of lengths; the growth of every cache in each half."""
     from ... import census
     from ...testing import workload
 
     full_width = CONTEXT // PAGE_SIZE
-    base = workload.make_inputs(torch, layout, batch=BATCH, width=full_width, page_size=PAGE_SIZE,
-                                num_pages=NUM_PAGES)
+    base = workload.make_inputs(torch, layout, batch=BATCH, width=full_width, page_size=PAGE_SIZE, num_pages=NUM_PAGES)
     by_width = {full_width: base}
 
     def decode_once(length: int) -> None:
@@ -169,15 +174,25 @@ def soak_layout(torch: Any, decode: Any, host: Any, layout: str, backend: str,
     grown = {}
     for index in (0, 1):
         for growth in census.grown(counts[index], counts[index + 1]):
-            entry = grown.setdefault(growth.qualname, {
-                "qualname": growth.qualname, "owner": growth.after.owner, "maxsize": growth.after.maxsize,
-                "gained": [0, 0], "currsize": 0})
+            entry = grown.setdefault(
+                growth.qualname,
+                {
+                    "qualname": growth.qualname,
+                    "owner": growth.after.owner,
+                    "maxsize": growth.after.maxsize,
+                    "gained": [0, 0],
+                    "currsize": 0,
+                },
+            )
             entry["gained"][index] = growth.gained
     for name, entry in grown.items():
         entry["currsize"] = counts[2][name].currsize
     return {
-        "layout": layout, "backend": backend, "lengths": [len(halves[0]), len(halves[1])],
-        "launches": host.recorder.total - launches, "seconds": round(time.perf_counter() - started, 3),
+        "layout": layout,
+        "backend": backend,
+        "lengths": [len(halves[0]), len(halves[1])],
+        "launches": host.recorder.total - launches,
+        "seconds": round(time.perf_counter() - started, 3),
         "grown": sorted(grown.values(), key=lambda e: -sum(e["gained"])),
     }
 
@@ -200,8 +215,9 @@ def run_probe(release: str, target: str, lengths: int, only_bounds: Optional[lis
 
     spec = importlib.util.find_spec("flashinfer")
     location = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
-    if location is None or os.path.commonpath([os.path.abspath(location), os.path.abspath(target)]) != \
-            os.path.abspath(target):
+    if location is None or os.path.commonpath([os.path.abspath(location), os.path.abspath(target)]) != os.path.abspath(
+        target
+    ):
         raise RuntimeError(f"flashinfer resolves to {location}, not the throwaway install in {target}")
     installed = metadata.version("flashinfer-python")
     if _version(release) is not None and _version(installed) != _version(release):
@@ -223,12 +239,23 @@ def run_probe(release: str, target: str, lengths: int, only_bounds: Optional[lis
             if entry["owner"] == "flashinfer" and entry["qualname"] not in keys:
                 keys[entry["qualname"]] = describe_key(entry["qualname"])
     return {
-        "release": installed, "asked": release, "location": location, "only_bounds": only_bounds,
-        "lengths": lengths, "context": CONTEXT, "batch": BATCH,
-        "fi_compat": {"outcome": state["outcome"], "state": state["state"],
-                      "bounds": [{"name": row["name"], "verdict": row["verdict"], "patched": row.get("patched")}
-                                 for row in state["bounds"]]},
-        "layouts": results, "keys": keys,
+        "release": installed,
+        "asked": release,
+        "location": location,
+        "only_bounds": only_bounds,
+        "lengths": lengths,
+        "context": CONTEXT,
+        "batch": BATCH,
+        "fi_compat": {
+            "outcome": state["outcome"],
+            "state": state["state"],
+            "bounds": [
+                {"name": row["name"], "verdict": row["verdict"], "patched": row.get("patched")}
+                for row in state["bounds"]
+            ],
+        },
+        "layouts": results,
+        "keys": keys,
     }
 
 
@@ -247,8 +274,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--target", required=True, help="the throwaway directory holding the installed wheel")
     parser.add_argument("--out", required=True)
     parser.add_argument("--lengths", type=int, default=DEFAULT_LENGTHS)
-    parser.add_argument("--only-bounds", default=None, metavar="NAME,NAME",
-                        help="internal (tests of the guard): install only these rows of fi_compat.bounds.BOUNDS")
+    parser.add_argument(
+        "--only-bounds",
+        default=None,
+        metavar="NAME,NAME",
+        help="internal (tests of the guard): install only these rows of fi_compat.bounds.BOUNDS",
+    )
     args = parser.parse_args(argv)
     only = None if args.only_bounds is None else [n.strip() for n in args.only_bounds.split(",") if n.strip()]
     try:

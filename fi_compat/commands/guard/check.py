@@ -43,8 +43,13 @@ GUARD_LEAKS = "leaks"  # --census: a flashinfer cache grows per distinct length 
 GUARD_ERROR = "error"
 GUARD_NOTHING = "nothing-to-bound"  # exit 0: fi_compat installs and leaves flashinfer as it is
 
-_WORDS = {VERIFIED: GUARD_VERIFIED, UNVERIFIED: GUARD_UNVERIFIED, PARTIAL: GUARD_UNSUPPORTED,
-          UNSUPPORTED: GUARD_UNSUPPORTED, PREDATES: GUARD_NOTHING}
+_WORDS = {
+    VERIFIED: GUARD_VERIFIED,
+    UNVERIFIED: GUARD_UNVERIFIED,
+    PARTIAL: GUARD_UNSUPPORTED,
+    UNSUPPORTED: GUARD_UNSUPPORTED,
+    PREDATES: GUARD_NOTHING,
+}
 
 RUN_MATRIX = "run the release matrix on this release before relying on it (nox -s matrix)"
 
@@ -65,9 +70,15 @@ class Result:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "release": self.release, "origin": self.origin, "verdict": self.verdict,
-            "bounds": self.bounds, "reason": self.reason, "wheel": self.wheel,
-            "mismatches": self.mismatches, "notes": self.notes, "census": self.census,
+            "release": self.release,
+            "origin": self.origin,
+            "verdict": self.verdict,
+            "bounds": self.bounds,
+            "reason": self.reason,
+            "wheel": self.wheel,
+            "mismatches": self.mismatches,
+            "notes": self.notes,
+            "census": self.census,
         }
 
 
@@ -86,8 +97,10 @@ def wheel_version(wheel: WheelSources) -> tuple[Optional[Version], list[str]]:
         notes.append(f"file name says {name_version}, METADATA says {meta}; METADATA wins")
     version = meta or name_version
     if version is None:
-        notes.append("release unknown (no METADATA version, file name not a wheel name): "
-                     "only signatures decide, so the best verdict is compatible-unverified")
+        notes.append(
+            "release unknown (no METADATA version, file name not a wheel name): "
+            "only signatures decide, so the best verdict is compatible-unverified"
+        )
     return version, notes
 
 
@@ -95,8 +108,12 @@ def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] =
     """The verdict on one wheel.  Raises :class:`~fi_compat.commands.guard.errors.WheelError` when refused."""
     with WheelSources.open(path) as wheel:
         version, notes = wheel_version(wheel)
-        if expected_release is not None and version is not None and str(version) != expected_release \
-                and version != _maybe_version(expected_release):
+        if (
+            expected_release is not None
+            and version is not None
+            and str(version) != expected_release
+            and version != _maybe_version(expected_release)
+        ):
             notes.append(f"asked for {expected_release}, the wheel holds {version}")
         expected = [bound.spec for bound in BOUNDS if bound.spec.present_in(version)] + [DECODE]
         lookup = lookup_for(wheel)
@@ -105,8 +122,9 @@ def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] =
             if module == DECODE.module and not wheel.has_module(module) and lookup(DECODE) is not None:
                 continue
             if not wheel.has_module(module):
-                notes.append(f"{' / '.join(module_path(module))} is not in the wheel "
-                             f"(module {module} moved or removed)")
+                notes.append(
+                    f"{' / '.join(module_path(module))} is not in the wheel (module {module} moved or removed)"
+                )
         try:
             judged = judge_release(lookup, version)
         except SyntaxError as exc:  # a wheel is refused, never a traceback (docs/guard.md)
@@ -133,8 +151,14 @@ def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] =
     ]
     bounds = [v.as_dict() for v in judged.rows]
     return Result(
-        release=None if version is None else str(version), origin=origin, verdict=verdict,
-        bounds=bounds, reason=reason, wheel=str(path), mismatches=mismatches, notes=notes,
+        release=None if version is None else str(version),
+        origin=origin,
+        verdict=verdict,
+        bounds=bounds,
+        reason=reason,
+        wheel=str(path),
+        mismatches=mismatches,
+        notes=notes,
     )
 
 
@@ -145,5 +169,14 @@ def _maybe_version(text: str) -> Optional[Version]:
         return None
 
 
-__all__ = ["GUARD_ERROR", "GUARD_LEAKS", "GUARD_NOTHING", "GUARD_UNSUPPORTED", "GUARD_UNVERIFIED", "GUARD_VERIFIED",
-           "Result", "check_wheel", "wheel_version"]
+__all__ = [
+    "GUARD_ERROR",
+    "GUARD_LEAKS",
+    "GUARD_NOTHING",
+    "GUARD_UNSUPPORTED",
+    "GUARD_UNVERIFIED",
+    "GUARD_VERIFIED",
+    "Result",
+    "check_wheel",
+    "wheel_version",
+]

@@ -46,34 +46,79 @@ def register(subparsers: Any) -> None:
             "index, download or wheel errors, a --census that could not run). See docs/guard.md."
         ),
     )
-    parser.add_argument("files", nargs="*", metavar="FILE",
-                        help="requirement/constraint files, pyproject.toml, uv.lock, poetry.lock or pylock*.toml")
-    parser.add_argument("--format", choices=FORMATS, default=None,
-                        help="read every FILE as this format (default: from the file name, else its content)")
-    parser.add_argument("--pin", action="append", default=[], metavar="REQ",
-                        help=f"a requirement such as {DISTRIBUTION}==0.7.4 (repeatable; ranges work too)")
-    parser.add_argument("--wheel", action="append", default=[], metavar="PATH",
-                        help="check this wheel file instead of downloading (repeatable)")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="requirement/constraint files, pyproject.toml, uv.lock, poetry.lock or pylock*.toml",
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="read every FILE as this format (default: from the file name, else its content)",
+    )
+    parser.add_argument(
+        "--pin",
+        action="append",
+        default=[],
+        metavar="REQ",
+        help=f"a requirement such as {DISTRIBUTION}==0.7.4 (repeatable; ranges work too)",
+    )
+    parser.add_argument(
+        "--wheel",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="check this wheel file instead of downloading (repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help=f"wheel cache (default ${CACHE_ENV}, else ~/.cache/fi_compat/wheels)")
-    parser.add_argument("--offline", action="store_true",
-                        help="use cached wheels and fi_compat's built-in release list only")
-    parser.add_argument("--index-timeout", type=float, default=INDEX_TIMEOUT_S, metavar="SECONDS",
-                        help="how long to wait for the package index's release list (default %(default)s)")
-    parser.add_argument("--download", action="store_true",
-                        help="fetch wheels named by URL (flashinfer-python @ https://...whl) into the cache and "
-                             "check them; without it a URL pin is not checked (exit 2)")
-    parser.add_argument("--max-releases", type=int, default=DEFAULT_MAX_RELEASES, metavar="N",
-                        help="refuse a range admitting more releases than this (default %(default)s)")
-    parser.add_argument("--census", action="store_true",
-                        help="also run each release: install its wheel in a throwaway directory over this "
-                             "interpreter's torch and flashinfer dependencies, decode a few hundred distinct "
-                             "max_seq_len per engine layout under the CPU-host shim with fi_compat installed, and "
-                             "exit 1 if any flashinfer cache grows per distinct length "
-                             "(about 25-75 s per release; docs/guard.md)")
-    parser.add_argument("--find-links", action="append", default=[], type=Path, metavar="DIR",
-                        help="look for flashinfer-python wheels in DIR before the cache (repeatable; never downloads)")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help=f"wheel cache (default ${CACHE_ENV}, else ~/.cache/fi_compat/wheels)",
+    )
+    parser.add_argument(
+        "--offline", action="store_true", help="use cached wheels and fi_compat's built-in release list only"
+    )
+    parser.add_argument(
+        "--index-timeout",
+        type=float,
+        default=INDEX_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long to wait for the package index's release list (default %(default)s)",
+    )
+    parser.add_argument(
+        "--download",
+        action="store_true",
+        help="fetch wheels named by URL (flashinfer-python @ https://...whl) into the cache and "
+        "check them; without it a URL pin is not checked (exit 2)",
+    )
+    parser.add_argument(
+        "--max-releases",
+        type=int,
+        default=DEFAULT_MAX_RELEASES,
+        metavar="N",
+        help="refuse a range admitting more releases than this (default %(default)s)",
+    )
+    parser.add_argument(
+        "--census",
+        action="store_true",
+        help="also run each release: install its wheel in a throwaway directory over this "
+        "interpreter's torch and flashinfer dependencies, decode a few hundred distinct "
+        "max_seq_len per engine layout under the CPU-host shim with fi_compat installed, and "
+        "exit 1 if any flashinfer cache grows per distinct length "
+        "(about 25-75 s per release; docs/guard.md)",
+    )
+    parser.add_argument(
+        "--find-links",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="look for flashinfer-python wheels in DIR before the cache (repeatable; never downloads)",
+    )
     # Internal, for fi_compat's own tests of --census (docs/guard.md): the probe
     # installs only these rows of fi_compat.bounds.BOUNDS.  Not a way to use fi_compat.
     parser.add_argument("--census-only-bounds", default=None, help=argparse.SUPPRESS)
@@ -89,7 +134,8 @@ class Guard:
         self.releases = ReleaseSource(offline=args.offline, timeout=args.index_timeout)
         self.census: bool = args.census
         self.census_only_bounds: Optional[list[str]] = (
-            None if args.census_only_bounds is None else [n.strip() for n in args.census_only_bounds.split(",")])
+            None if args.census_only_bounds is None else [n.strip() for n in args.census_only_bounds.split(",")]
+        )
         self.find_links: list[Path] = args.find_links
         self.results: list[Result] = []
         self.notes: list[str] = []
@@ -118,8 +164,11 @@ class Guard:
                 self.error(origin, f"no release satisfies {text}; pip could not install it either")
             return
         if len(releases) > self.max_releases:
-            self.error(origin, f"{text} admits {len(releases)} releases ({releases[0]} .. {releases[-1]}), "
-                               f"more than --max-releases {self.max_releases}; bound the range or raise the limit")
+            self.error(
+                origin,
+                f"{text} admits {len(releases)} releases ({releases[0]} .. {releases[-1]}), "
+                f"more than --max-releases {self.max_releases}; bound the range or raise the limit",
+            )
             return
         for release in releases:
             self.check_release(release, origin)
@@ -144,15 +193,19 @@ class Guard:
         except GuardError as exc:
             self.error(origin, str(exc), release)
 
-    def check_wheel_file(self, path: str, origin: Optional[str] = None, sha256: Optional[str] = None,
-                         recorded_in: str = "") -> None:
+    def check_wheel_file(
+        self, path: str, origin: Optional[str] = None, sha256: Optional[str] = None, recorded_in: str = ""
+    ) -> None:
         origin = origin or f"--wheel {path}"
         try:
             if sha256 is not None:
                 actual = file_sha256(Path(path))
                 if actual != sha256:
-                    self.error(origin, f"{path} has sha256 {actual}, but {recorded_in} records {sha256}: it is "
-                                       "not the file that was locked; re-lock, or check the wheel you will install")
+                    self.error(
+                        origin,
+                        f"{path} has sha256 {actual}, but {recorded_in} records {sha256}: it is "
+                        "not the file that was locked; re-lock, or check the wheel you will install",
+                    )
                     return
             self.results.append(self.verdict(Path(path), origin))
         except (GuardError, OSError) as exc:
@@ -174,19 +227,33 @@ class Guard:
                 return
             self.check_wheel_file(str(wheel), found.where, found.sha256, found.source)
         elif found.kind == REMOTE_WHEEL:
-            self.error(found.where, (
-                f"{DISTRIBUTION} from a URL ({found.location}) cannot be verified offline: a URL names a file, "
-                "not a release, and the guard downloads nothing it was not asked to. Download it "
-                f"(`pip download --no-deps -d wheels '{DISTRIBUTION} @ {found.location}'`) and run "
-                "`fi-compat guard --wheel wheels/<file>.whl`, or pass --download to fetch it into the "
-                "guard's wheel cache and check it"), release)
+            self.error(
+                found.where,
+                (
+                    f"{DISTRIBUTION} from a URL ({found.location}) cannot be verified offline: a URL names a file, "
+                    "not a release, and the guard downloads nothing it was not asked to. Download it "
+                    f"(`pip download --no-deps -d wheels '{DISTRIBUTION} @ {found.location}'`) and run "
+                    "`fi-compat guard --wheel wheels/<file>.whl`, or pass --download to fetch it into the "
+                    "guard's wheel cache and check it"
+                ),
+                release,
+            )
         else:
             self.error(found.where, found.reason or f"{found.text}: cannot be checked", release)
 
     @staticmethod
     def _again(result: Result, origin: str) -> Result:
-        return Result(result.release, origin, result.verdict, list(result.bounds), result.reason, result.wheel,
-                      list(result.mismatches), list(result.notes), result.census)
+        return Result(
+            result.release,
+            origin,
+            result.verdict,
+            list(result.bounds),
+            result.reason,
+            result.wheel,
+            list(result.mismatches),
+            list(result.notes),
+            result.census,
+        )
 
 
 def run(args: argparse.Namespace) -> int:

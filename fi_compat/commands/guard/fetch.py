@@ -69,8 +69,14 @@ def find_cached(cache_dir: Path, release: str) -> Optional[Path]:
     return None
 
 
-def fetch(release: str, cache_dir: Path, *, offline: bool = False, python: str = sys.executable,
-          timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
+def fetch(
+    release: str,
+    cache_dir: Path,
+    *,
+    offline: bool = False,
+    python: str = sys.executable,
+    timeout: float = DOWNLOAD_TIMEOUT_S,
+) -> Path:
     """Path of the flashinfer-python ``release`` wheel, downloading it if needed."""
     cached = find_cached(cache_dir, release)
     if cached is not None:
@@ -78,8 +84,9 @@ def fetch(release: str, cache_dir: Path, *, offline: bool = False, python: str =
     if offline:
         raise FetchError(f"{DISTRIBUTION}=={release}: no wheel in the cache {cache_dir} and --offline is set")
     operator = "===" if _not_pep440(release) else "=="
-    return _pip_download(f"{DISTRIBUTION}{operator}{release}", cache_dir, f"{DISTRIBUTION}=={release}",
-                         python=python, timeout=timeout)
+    return _pip_download(
+        f"{DISTRIBUTION}{operator}{release}", cache_dir, f"{DISTRIBUTION}=={release}", python=python, timeout=timeout
+    )
 
 
 def url_cache_dir(cache_dir: Path, url: str) -> Path:
@@ -88,8 +95,7 @@ def url_cache_dir(cache_dir: Path, url: str) -> Path:
     return cache_dir / URL_CACHE / hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
 
 
-def fetch_url(url: str, cache_dir: Path, *, python: str = sys.executable,
-              timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
+def fetch_url(url: str, cache_dir: Path, *, python: str = sys.executable, timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
     """The flashinfer-python wheel at ``url`` (``--download``), downloaded once with
     ``pip download 'flashinfer-python @ URL'`` (pip's proxy, certificates and
     ``#sha256=`` check apply) into :func:`url_cache_dir`."""
@@ -118,12 +124,22 @@ def _pip_download(requirement: str, directory: Path, label: str, *, python: str,
         staging = Path(tempfile.mkdtemp(prefix=".download-", dir=directory))
     except OSError as exc:
         raise FetchError(f"cannot use the wheel cache {directory}: {exc}") from None
-    command = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--quiet", "--dest", str(staging), requirement]
+    command = [
+        python,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        "--dest",
+        str(staging),
+        requirement,
+    ]
     try:
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise FetchError(f"{label}: download did not finish within {timeout:.0f} s") from None
         except OSError as exc:

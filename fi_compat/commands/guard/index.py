@@ -64,22 +64,41 @@ class ReleaseSource:
     def _load(self) -> ReleaseList:
         builtin = f"fi_compat's built-in list of {len(PUBLISHED_RELEASES)} releases (fi_compat.release_list.PUBLISHED_RELEASES)"
         if self.offline:
-            return ReleaseList(PUBLISHED_RELEASES, "builtin",
-                               f"--offline: releases come from {builtin}; a range reaching past its oldest or newest "
-                               "release is not checked there (exit 2)")
+            return ReleaseList(
+                PUBLISHED_RELEASES,
+                "builtin",
+                f"--offline: releases come from {builtin}; a range reaching past its oldest or newest "
+                "release is not checked there (exit 2)",
+            )
         try:
             versions = query_index(self.python, self.timeout)
         except ReleaseListError as exc:
-            return ReleaseList(PUBLISHED_RELEASES, "builtin",
-                               f"package index unavailable ({exc}); releases come from {builtin}; a range reaching "
-                               "past its oldest or newest release is not checked there (exit 2)")
+            return ReleaseList(
+                PUBLISHED_RELEASES,
+                "builtin",
+                f"package index unavailable ({exc}); releases come from {builtin}; a range reaching "
+                "past its oldest or newest release is not checked there (exit 2)",
+            )
         return ReleaseList(tuple(versions), "index")
 
 
 def query_index(python: str = sys.executable, timeout: float = INDEX_TIMEOUT_S) -> list[str]:
     """Published releases of flashinfer-python, newest first, from pip's configured index."""
-    command = [python, "-m", "pip", "index", "versions", DISTRIBUTION, "--pre", "--json",
-               "--disable-pip-version-check", "--retries", "1", "--timeout", str(int(max(1, timeout)))]
+    command = [
+        python,
+        "-m",
+        "pip",
+        "index",
+        "versions",
+        DISTRIBUTION,
+        "--pre",
+        "--json",
+        "--disable-pip-version-check",
+        "--retries",
+        "1",
+        "--timeout",
+        str(int(max(1, timeout))),
+    ]
     try:
         return _run_index(command, timeout)
     except ReleaseListError as exc:
@@ -91,8 +110,7 @@ def query_index(python: str = sys.executable, timeout: float = INDEX_TIMEOUT_S) 
 
 def _run_index(command: list[str], timeout: float) -> list[str]:
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 15,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 15, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise ReleaseListError(f"`pip index versions` did not answer within {timeout:.0f} s") from None
     except OSError as exc:
@@ -225,9 +243,14 @@ def outside_list(specifier: SpecifierSet, listed: Sequence[str]) -> list[str]:
         return ["every release (the list is empty)"]
     oldest, newest = versions[0], versions[-1]
     lower, upper = _range_bounds(specifier)
-    if lower is not None and upper is not None and (
+    if (
+        lower is not None
+        and upper is not None
+        and (
             lower.version > upper.version
-            or (lower.version == upper.version and not (lower.inclusive and upper.inclusive))):
+            or (lower.version == upper.version and not (lower.inclusive and upper.inclusive))
+        )
+    ):
         return []  # an empty range: "no release satisfies" says it better
     parts = []
     if lower is None or lower.version < oldest:
@@ -255,7 +278,9 @@ def offline_gap(specifier: SpecifierSet, source: ReleaseSource) -> Optional[str]
     narrow = f" (>={known[0]},<={known[-1]})" if known else ""
     text = f"{DISTRIBUTION}{specifier}" if str(specifier) else f"{DISTRIBUTION} (no version specifier)"
     why = "--offline" if source.offline else "the package index did not answer"
-    return (f"{text} admits {' and '.join(parts)}, which were not checked: {why}, so the releases come from "
-            f"fi_compat's built-in list (fi_compat.release_list.PUBLISHED_RELEASES), which holds only {span}. "
-            f"Run the guard where `pip index versions {DISTRIBUTION}` answers (without --offline), narrow the range "
-            f"to the listed releases{narrow}, or pin a release (==X)")
+    return (
+        f"{text} admits {' and '.join(parts)}, which were not checked: {why}, so the releases come from "
+        f"fi_compat's built-in list (fi_compat.release_list.PUBLISHED_RELEASES), which holds only {span}. "
+        f"Run the guard where `pip index versions {DISTRIBUTION}` answers (without --offline), narrow the range "
+        f"to the listed releases{narrow}, or pin a release (==X)"
+    )

@@ -105,6 +105,8 @@ def _census_lines(census: dict[str, Any]) -> list[str]:
         lines.append(f"  - {leak['function']}{key}")
         lines.append(f"      {leak['per_length']} entries per distinct max_seq_len; {leak['row_state']}")
         for layout in leak["layouts"]:
-            lines.append(f"      {layout['layout']}/{layout['backend']}: +{layout['gained']} entries over "
-                         f"{layout['lengths']} new lengths (+{layout['first_half']} over the first half)")
+            lines.append(
+                f"      {layout['layout']}/{layout['backend']}: +{layout['gained']} entries over "
+                f"{layout['lengths']} new lengths (+{layout['first_half']} over the first half)"
+            )
     return lines

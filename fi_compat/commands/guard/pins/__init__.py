@@ -42,8 +42,11 @@ def _read_requirements(path: Path) -> Pins:
     return Pins(parse_file(path))
 
 
-_READERS: dict[str, Callable[[Path], Pins]] = {REQUIREMENTS: _read_requirements, PYPROJECT: read_pyproject,
-                                                **LOCK_READERS}
+_READERS: dict[str, Callable[[Path], Pins]] = {
+    REQUIREMENTS: _read_requirements,
+    PYPROJECT: read_pyproject,
+    **LOCK_READERS,
+}
 
 
 def _sniff(data: dict[str, Any]) -> Optional[str]:
@@ -80,7 +83,8 @@ def detect_format(path: Path) -> str:
         if name.endswith(".toml"):
             raise RequirementsError(
                 f"{path}: cannot tell which format this TOML file is (not a pyproject.toml, uv.lock, "
-                f"poetry.lock or pylock.toml by its name or content); pass --format {{{','.join(FORMATS)}}}")
+                f"poetry.lock or pylock.toml by its name or content); pass --format {{{','.join(FORMATS)}}}"
+            )
     return REQUIREMENTS
 
 
@@ -97,5 +101,16 @@ def read_pins(path: Path | str, file_format: Optional[str] = None) -> Pins:
     return _READERS[file_format](path)
 
 
-__all__ = ["FORMATS", "LOCAL_WHEEL", "REMOTE_WHEEL", "SPECIFIER", "UNCHECKABLE", "Found", "Pins",
-           "detect_format", "groups", "parse_pin", "read_pins"]
+__all__ = [
+    "FORMATS",
+    "LOCAL_WHEEL",
+    "REMOTE_WHEEL",
+    "SPECIFIER",
+    "UNCHECKABLE",
+    "Found",
+    "Pins",
+    "detect_format",
+    "groups",
+    "parse_pin",
+    "read_pins",
+]

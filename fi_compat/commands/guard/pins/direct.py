@@ -26,8 +26,13 @@ from urllib.parse import unquote, urlsplit
 from urllib.request import url2pathname
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name,
-                             parse_sdist_filename, parse_wheel_filename)
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
 from .. import DISTRIBUTION
@@ -39,9 +44,11 @@ _SHA256 = re.compile(r"[#&]sha256=([0-9a-fA-F]{64})")
 _FLASHINFER_DIRS = {canonicalize_name("flashinfer"), DISTRIBUTION}
 
 WHEEL_HINT = "run `fi-compat guard --wheel PATH` on the wheel you will install"
-BUILD_HINT = ("Build a wheel from it (`pip wheel --no-deps --no-build-isolation SOURCE -w dist`) and run "
-              "`fi-compat guard --wheel dist/flashinfer_python-*.whl`, or pin a published release "
-              f"({DISTRIBUTION}==X)")
+BUILD_HINT = (
+    "Build a wheel from it (`pip wheel --no-deps --no-build-isolation SOURCE -w dist`) and run "
+    "`fi-compat guard --wheel dist/flashinfer_python-*.whl`, or pin a published release "
+    f"({DISTRIBUTION}==X)"
+)
 
 
 def is_vcs(target: str) -> bool:
@@ -185,10 +192,12 @@ def versioned_direct_reference(text: str, base_dirs: Sequence[Path] = ()) -> Opt
         return None
     release = next((s.version for s in named.specifier if s.operator in ("==", "===")), None)
     by_version = f"`{DISTRIBUTION}=={release}`" if release else f"`{DISTRIBUTION}{named.specifier}`"
-    return (f"{text.strip()!r} gives both a version ({named.specifier}) and a URL: a direct reference "
-            f"(`name @ URL`) takes no version, so pip refuses this line (\"Invalid requirement\") and the guard "
-            f"cannot tell which was meant. Write `{DISTRIBUTION} @ {url}` to install that file, or {by_version} "
-            "to install the release from the index")
+    return (
+        f"{text.strip()!r} gives both a version ({named.specifier}) and a URL: a direct reference "
+        f'(`name @ URL`) takes no version, so pip refuses this line ("Invalid requirement") and the guard '
+        f"cannot tell which was meant. Write `{DISTRIBUTION} @ {url}` to install that file, or {by_version} "
+        "to install the release from the index"
+    )
 
 
 def _candidates(path_text: str, base_dirs: Sequence[Path]) -> list[Path]:
@@ -203,8 +212,17 @@ def _candidates(path_text: str, base_dirs: Sequence[Path]) -> list[Path]:
     return list(dict.fromkeys(Path(os.path.abspath(c)) for c in candidates))
 
 
-def classify(target: str, *, source: str, line: Optional[int], text: str, editable: bool = False,
-             base_dirs: Sequence[Path] = (), sha256: Optional[str] = None, **where: object) -> Found:
+def classify(
+    target: str,
+    *,
+    source: str,
+    line: Optional[int],
+    text: str,
+    editable: bool = False,
+    base_dirs: Sequence[Path] = (),
+    sha256: Optional[str] = None,
+    **where: object,
+) -> Found:
     """A :class:`Found` for a flashinfer-python requirement that points at ``target``.
 
     ``base_dirs`` are the directories a relative path may be relative to
@@ -214,15 +232,26 @@ def classify(target: str, *, source: str, line: Optional[int], text: str, editab
     common = dict(source=source, line=line, text=text, **where)
     name = file_name(target)
     if editable:
-        return Found(kind=UNCHECKABLE, location=target, reason=(
-            f"an editable install of {DISTRIBUTION} ({target}) runs whatever that checkout holds when it is "
-            "imported: there is no release or wheel to check before it merges. After installing it, "
-            "`fi-compat doctor --no-import` reads the installed source and names the adapter. " + BUILD_HINT),
-            **common)
+        return Found(
+            kind=UNCHECKABLE,
+            location=target,
+            reason=(
+                f"an editable install of {DISTRIBUTION} ({target}) runs whatever that checkout holds when it is "
+                "imported: there is no release or wheel to check before it merges. After installing it, "
+                "`fi-compat doctor --no-import` reads the installed source and names the adapter. " + BUILD_HINT
+            ),
+            **common,
+        )
     if is_vcs(target):
-        return Found(kind=UNCHECKABLE, location=target, reason=(
-            f"a VCS requirement ({target}) names a commit, not a release: which flashinfer code it installs "
-            "is only known after building it, so the guard cannot check it offline. " + BUILD_HINT), **common)
+        return Found(
+            kind=UNCHECKABLE,
+            location=target,
+            reason=(
+                f"a VCS requirement ({target}) names a commit, not a release: which flashinfer code it installs "
+                "is only known after building it, so the guard cannot check it offline. " + BUILD_HINT
+            ),
+            **common,
+        )
     remote = "://" in target and not target.lower().startswith("file:")
     expected = sha256 or _fragment_sha256(target)
     if remote:
@@ -230,29 +259,54 @@ def classify(target: str, *, source: str, line: Optional[int], text: str, editab
             return Found(kind=REMOTE_WHEEL, location=target, sha256=expected, **common)
         if archive_repository(target) is not None:
             release = archive_release(target)
-            pin = (f"if {release} is a published release, pin it ({DISTRIBUTION}=={release}) and the guard checks "
-                   "its wheel; else " if release else "")
-            return Found(kind=UNCHECKABLE, location=target, reason=(
-                f"{target} is a source archive of the flashinfer repository (a code host's archive of a ref), "
-                "not a wheel: the guard reads wheels, and --download fetches wheels only, so it cannot check "
-                f"this line; {pin}build a wheel from the archive (`pip wheel --no-deps --no-build-isolation "
-                f"{target} -w dist`) and run `fi-compat guard --wheel dist/flashinfer_python-*.whl`"), **common)
-        return Found(kind=UNCHECKABLE, location=target, reason=(
-            f"{target} is not a wheel, and the guard reads wheels, not sdists or archives: download it. "
-            + BUILD_HINT), **common)
+            pin = (
+                f"if {release} is a published release, pin it ({DISTRIBUTION}=={release}) and the guard checks "
+                "its wheel; else "
+                if release
+                else ""
+            )
+            return Found(
+                kind=UNCHECKABLE,
+                location=target,
+                reason=(
+                    f"{target} is a source archive of the flashinfer repository (a code host's archive of a ref), "
+                    "not a wheel: the guard reads wheels, and --download fetches wheels only, so it cannot check "
+                    f"this line; {pin}build a wheel from the archive (`pip wheel --no-deps --no-build-isolation "
+                    f"{target} -w dist`) and run `fi-compat guard --wheel dist/flashinfer_python-*.whl`"
+                ),
+                **common,
+            )
+        return Found(
+            kind=UNCHECKABLE,
+            location=target,
+            reason=(
+                f"{target} is not a wheel, and the guard reads wheels, not sdists or archives: download it. "
+                + BUILD_HINT
+            ),
+            **common,
+        )
     candidates = _candidates(target, base_dirs)
     existing = next((c for c in candidates if c.exists()), None)
     if name.endswith(".whl"):
         if existing is None or not existing.is_file():
             looked = " or ".join(str(c) for c in candidates)
-            return Found(kind=UNCHECKABLE, location=target, reason=(
-                f"the local wheel {target} does not exist (looked at {looked}); build or download it "
-                "first, or " + WHEEL_HINT), **common)
+            return Found(
+                kind=UNCHECKABLE,
+                location=target,
+                reason=(
+                    f"the local wheel {target} does not exist (looked at {looked}); build or download it "
+                    "first, or " + WHEEL_HINT
+                ),
+                **common,
+            )
         return Found(kind=LOCAL_WHEEL, location=str(existing), sha256=expected, **common)
     what = "a source tree" if existing is None or existing.is_dir() else "an sdist or archive"
-    return Found(kind=UNCHECKABLE, location=target, reason=(
-        f"{target} is {what}, not a wheel: the guard reads the wheel pip would build from it. " + BUILD_HINT),
-        **common)
+    return Found(
+        kind=UNCHECKABLE,
+        location=target,
+        reason=(f"{target} is {what}, not a wheel: the guard reads the wheel pip would build from it. " + BUILD_HINT),
+        **common,
+    )
 
 
 def _fragment_sha256(target: str) -> Optional[str]:

@@ -52,24 +52,43 @@ class _Entry:
         self.scope = f"lock entry {number}"
 
     def located(self, text: str, marker: Optional[str] = None) -> dict[str, Any]:
-        return dict(source=str(self.path), line=self.line, text=text, scope=self.scope, with_base=False,
-                    marker=marker, context=self.scope)
+        return dict(
+            source=str(self.path),
+            line=self.line,
+            text=text,
+            scope=self.scope,
+            with_base=False,
+            marker=marker,
+            context=self.scope,
+        )
 
     def pinned(self, marker: Optional[str] = None, version: Optional[str] = None) -> Found:
         version = version or self.version
         if not isinstance(version, str):
             return self.uncheckable("the entry names no version", marker)
-        return Found(kind=SPECIFIER, specifier=SpecifierSet(f"=={version}"),
-                     **self.located(f"{DISTRIBUTION}=={version} (locked)", marker))
+        return Found(
+            kind=SPECIFIER,
+            specifier=SpecifierSet(f"=={version}"),
+            **self.located(f"{DISTRIBUTION}=={version} (locked)", marker),
+        )
 
-    def direct(self, target: str, *, sha256: Optional[str] = None, editable: bool = False,
-               marker: Optional[str] = None) -> Found:
-        return classify(target, base_dirs=[self.path.parent], sha256=sha256, editable=editable,
-                        **self.located(f"{DISTRIBUTION} from {target} (locked)", marker))
+    def direct(
+        self, target: str, *, sha256: Optional[str] = None, editable: bool = False, marker: Optional[str] = None
+    ) -> Found:
+        return classify(
+            target,
+            base_dirs=[self.path.parent],
+            sha256=sha256,
+            editable=editable,
+            **self.located(f"{DISTRIBUTION} from {target} (locked)", marker),
+        )
 
     def uncheckable(self, why: str, marker: Optional[str] = None) -> Found:
-        return Found(kind=UNCHECKABLE, reason=f"the locked {DISTRIBUTION} cannot be checked: {why}",
-                     **self.located(f"{DISTRIBUTION} (locked)", marker))
+        return Found(
+            kind=UNCHECKABLE,
+            reason=f"the locked {DISTRIBUTION} cannot be checked: {why}",
+            **self.located(f"{DISTRIBUTION} (locked)", marker),
+        )
 
 
 def _entries(path: Path, key: str) -> list[_Entry]:
@@ -154,11 +173,14 @@ def read_pylock(path: Path) -> Pins:
         marker = data.get("marker") if isinstance(data.get("marker"), str) else None
         if "vcs" in data:
             vcs = data["vcs"]
-            pins.found.append(entry.direct(f"{vcs.get('type', 'git')}+{vcs.get('url') or vcs.get('path')}", marker=marker))
+            pins.found.append(
+                entry.direct(f"{vcs.get('type', 'git')}+{vcs.get('url') or vcs.get('path')}", marker=marker)
+            )
         elif "directory" in data:
             directory = data["directory"]
-            pins.found.append(entry.direct(str(directory.get("path")), editable=bool(directory.get("editable")),
-                                           marker=marker))
+            pins.found.append(
+                entry.direct(str(directory.get("path")), editable=bool(directory.get("editable")), marker=marker)
+            )
         elif "archive" in data:
             archive = data["archive"]
             target = archive.get("url") or archive.get("path")

@@ -82,8 +82,14 @@ class _Reader:
             if not is_flashinfer(requirement, [self.path.parent]):
                 continue
             marker = None if requirement.marker is None else str(requirement.marker)
-            located = dict(source=str(self.path), line=self.lines.string(text, table=table), text=text,
-                           marker=marker, context=context, **where)
+            located = dict(
+                source=str(self.path),
+                line=self.lines.string(text, table=table),
+                text=text,
+                marker=marker,
+                context=context,
+                **where,
+            )
             if requirement.url:
                 out.append(classify(requirement.url, base_dirs=[self.path.parent], **located))
             else:
@@ -98,18 +104,32 @@ def read_pyproject(path: Path) -> Pins:
     reader = _Reader(path)
     pins = Pins()
     project = reader.table("project")
-    found = reader.requirements(reader.strings(project.get("dependencies", []), "[project] dependencies"),
-                                context="[project] dependencies", table="project")
+    found = reader.requirements(
+        reader.strings(project.get("dependencies", []), "[project] dependencies"),
+        context="[project] dependencies",
+        table="project",
+    )
     for extra, texts in reader.table("project", "optional-dependencies").items():
         context = f"[project.optional-dependencies] {extra}"
-        found += reader.requirements(reader.strings(texts, context), context=context,
-                                     table="project.optional-dependencies", scope=f"extra {canonicalize_name(extra)}")
+        found += reader.requirements(
+            reader.strings(texts, context),
+            context=context,
+            table="project.optional-dependencies",
+            scope=f"extra {canonicalize_name(extra)}",
+        )
     found += _dependency_groups(reader)
     uv = reader.table("tool", "uv")
-    found += reader.requirements(reader.strings(uv.get("constraint-dependencies", []), "[tool.uv] constraint-dependencies"),
-                                 context="[tool.uv] constraint-dependencies", table="tool.uv", constraint=True)
-    overrides = reader.requirements(reader.strings(uv.get("override-dependencies", []), "[tool.uv] override-dependencies"),
-                                    context="[tool.uv] override-dependencies", table="tool.uv")
+    found += reader.requirements(
+        reader.strings(uv.get("constraint-dependencies", []), "[tool.uv] constraint-dependencies"),
+        context="[tool.uv] constraint-dependencies",
+        table="tool.uv",
+        constraint=True,
+    )
+    overrides = reader.requirements(
+        reader.strings(uv.get("override-dependencies", []), "[tool.uv] override-dependencies"),
+        context="[tool.uv] override-dependencies",
+        table="tool.uv",
+    )
     if overrides:
         found = [f for f in found if f.kind != SPECIFIER] + overrides
     found = _uv_sources(reader, found)
@@ -117,8 +137,10 @@ def read_pyproject(path: Path) -> Pins:
     pins.found = found
     dynamic = project.get("dynamic", [])
     if isinstance(dynamic, list) and {"dependencies", "optional-dependencies"} & set(dynamic):
-        pins.notes.append(f"{path}: [project] dependencies are dynamic (filled in by the build backend): "
-                          "also pass the files they come from, such as requirements.txt")
+        pins.notes.append(
+            f"{path}: [project] dependencies are dynamic (filled in by the build backend): "
+            "also pass the files they come from, such as requirements.txt"
+        )
     return pins
 
 
@@ -136,9 +158,13 @@ def _dependency_groups(reader: _Reader) -> list[Found]:
         texts = [e for e in entries if isinstance(e, str)]
         tables = [e for e in entries if not isinstance(e, str)]
         for entry in tables:
-            if not (isinstance(entry, dict) and set(entry) == {"include-group"} and isinstance(entry["include-group"], str)):
-                raise RequirementsError(f"{reader.path}: {context}: {entry!r} is neither a requirement string "
-                                        "nor {include-group = \"NAME\"}")
+            if not (
+                isinstance(entry, dict) and set(entry) == {"include-group"} and isinstance(entry["include-group"], str)
+            ):
+                raise RequirementsError(
+                    f"{reader.path}: {context}: {entry!r} is neither a requirement string "
+                    'nor {include-group = "NAME"}'
+                )
         includes[key] = [canonicalize_name(e["include-group"]) for e in tables]
         own[key] = reader.requirements(texts, context=context, table="dependency-groups")
     if legacy_dev is not None:
@@ -154,8 +180,9 @@ def _dependency_groups(reader: _Reader) -> list[Found]:
     return out
 
 
-def _expand_group(path: Path, key: str, own: dict[str, list[Found]], includes: dict[str, list[str]],
-                  stack: list[str]) -> list[Found]:
+def _expand_group(
+    path: Path, key: str, own: dict[str, list[Found]], includes: dict[str, list[str]], stack: list[str]
+) -> list[Found]:
     if key in stack:
         raise RequirementsError(f"{path}: [dependency-groups] include cycle: {' -> '.join([*stack, key])}")
     if len(stack) > _MAX_INCLUDES:
@@ -163,8 +190,10 @@ def _expand_group(path: Path, key: str, own: dict[str, list[Found]], includes: d
     lines = list(own[key])
     for included in includes.get(key, []):
         if included not in own:
-            raise RequirementsError(f"{path}: [dependency-groups] {stack[-1] if stack else key} includes "
-                                    f"{included!r}, which is not defined (defined: {', '.join(own) or 'none'})")
+            raise RequirementsError(
+                f"{path}: [dependency-groups] {stack[-1] if stack else key} includes "
+                f"{included!r}, which is not defined (defined: {', '.join(own) or 'none'})"
+            )
         lines += _expand_group(path, included, own, includes, [*stack, key])
     return lines
 
@@ -178,7 +207,9 @@ def _uv_sources(reader: _Reader, found: list[Found]) -> list[Found]:
     direct = []
     for entry in entries:
         if not isinstance(entry, dict):
-            raise RequirementsError(f"{reader.path}: [tool.uv.sources] {DISTRIBUTION} must be a table or a list of tables")
+            raise RequirementsError(
+                f"{reader.path}: [tool.uv.sources] {DISTRIBUTION} must be a table or a list of tables"
+            )
         if "index" in entry:
             continue
         direct.append(_source_entry(reader, entry, "[tool.uv.sources]"))
@@ -190,8 +221,13 @@ def _uv_sources(reader: _Reader, found: list[Found]) -> list[Found]:
 
 def _source_entry(reader: _Reader, entry: dict[str, Any], context: str) -> Found:
     """A git / url / path / workspace table (uv's sources, Poetry's dependency tables)."""
-    located = dict(source=str(reader.path), line=_key_line(reader), text=f"{DISTRIBUTION} = {entry}", context=context,
-                   marker=entry.get("marker") if isinstance(entry.get("marker"), str) else None)
+    located = dict(
+        source=str(reader.path),
+        line=_key_line(reader),
+        text=f"{DISTRIBUTION} = {entry}",
+        context=context,
+        marker=entry.get("marker") if isinstance(entry.get("marker"), str) else None,
+    )
     if "git" in entry:
         return classify(f"git+{entry['git']}", **located)
     if "url" in entry:
@@ -199,10 +235,15 @@ def _source_entry(reader: _Reader, entry: dict[str, Any], context: str) -> Found
     if "path" in entry:
         editable = bool(entry.get("editable") or entry.get("develop"))
         return classify(str(entry["path"]), editable=editable, base_dirs=[reader.path.parent], **located)
-    return Found(kind=UNCHECKABLE, reason=(
-        f"{context} {DISTRIBUTION} = {entry} installs flashinfer from a source the guard cannot read "
-        "(a workspace member or an unknown source kind); pin a published release or run "
-        "`fi-compat guard --wheel PATH` on the wheel it builds"), **located)
+    return Found(
+        kind=UNCHECKABLE,
+        reason=(
+            f"{context} {DISTRIBUTION} = {entry} installs flashinfer from a source the guard cannot read "
+            "(a workspace member or an unknown source kind); pin a published release or run "
+            "`fi-compat guard --wheel PATH` on the wheel it builds"
+        ),
+        **located,
+    )
 
 
 _KEY = re.compile(r"^\s*[\"']?flashinfer[-_.]python[\"']?\s*=", re.IGNORECASE)
@@ -230,11 +271,16 @@ def _poetry_specifier(text: str) -> Optional[SpecifierSet]:
 
 def _poetry(reader: _Reader, versions_known: bool) -> list[Found]:
     poetry = reader.table("tool", "poetry")
-    tables = [("[tool.poetry.dependencies]", poetry.get("dependencies", {}), None),
-              ("[tool.poetry.dev-dependencies]", poetry.get("dev-dependencies", {}), "group dev")]
+    tables = [
+        ("[tool.poetry.dependencies]", poetry.get("dependencies", {}), None),
+        ("[tool.poetry.dev-dependencies]", poetry.get("dev-dependencies", {}), "group dev"),
+    ]
     groups = poetry.get("group", {}) if isinstance(poetry.get("group"), dict) else {}
-    tables += [(f"[tool.poetry.group.{g}.dependencies]", t.get("dependencies", {}), f"group {g}")
-               for g, t in groups.items() if isinstance(t, dict)]
+    tables += [
+        (f"[tool.poetry.group.{g}.dependencies]", t.get("dependencies", {}), f"group {g}")
+        for g, t in groups.items()
+        if isinstance(t, dict)
+    ]
     out = []
     for context, table, scope in tables:
         if not isinstance(table, dict):
@@ -262,6 +308,11 @@ def _poetry_entry(reader: _Reader, entry: Any, context: str, versions_known: boo
     specifier = _poetry_specifier(str(version))
     if specifier is not None:
         return Found(kind=SPECIFIER, specifier=specifier, **located)
-    return Found(kind=UNCHECKABLE, reason=(
-        f"Poetry's own version syntax ({version!r}) is not read: run the guard on poetry.lock "
-        "(`poetry lock` writes the exact release), or write the requirement in [project] dependencies"), **located)
+    return Found(
+        kind=UNCHECKABLE,
+        reason=(
+            f"Poetry's own version syntax ({version!r}) is not read: run the guard on poetry.lock "
+            "(`poetry lock` writes the exact release), or write the requirement in [project] dependencies"
+        ),
+        **located,
+    )

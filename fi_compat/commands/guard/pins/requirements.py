@@ -47,8 +47,13 @@ _EXTRAS_SUFFIX = re.compile(r"\[[^\]/]*\]$")
 _EDITABLE = ("-e", "--editable")
 _MAX_DEPTH = 32
 # pip's auto_decode order: a UTF-32 LE mark starts with the UTF-16 LE one.
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
-         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 def _decode(path: Path, data: bytes) -> str:
@@ -56,8 +61,9 @@ def _decode(path: Path, data: bytes) -> str:
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise RequirementsError(f"{path}: cannot read: {exc}; pip reads UTF-8, or UTF-16/UTF-32 "
-                                "with a byte-order mark") from None
+        raise RequirementsError(
+            f"{path}: cannot read: {exc}; pip reads UTF-8, or UTF-16/UTF-32 with a byte-order mark"
+        ) from None
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -103,11 +109,11 @@ def _option_value(line: str, flags: tuple[str, ...]) -> Optional[str]:
         if line == flag:
             return ""
         if flag.startswith("--") and line.startswith(flag + "="):
-            return line[len(flag) + 1:].strip()
+            return line[len(flag) + 1 :].strip()
         if line.startswith(flag + " ") or line.startswith(flag + "\t"):
-            return line[len(flag):].strip()
+            return line[len(flag) :].strip()
         if not flag.startswith("--") and line.startswith(flag) and not line.startswith(flag + "-"):
-            return line[len(flag):].strip()  # -rfile.txt, as optparse allows
+            return line[len(flag) :].strip()  # -rfile.txt, as optparse allows
     return None
 
 
@@ -166,8 +172,9 @@ def _parse(path: Path, constraint: bool, stack: list[Path]) -> Iterator[Found]:
             if not target:
                 raise RequirementsError(f"{where}: {line!r} names no file")
             if "://" in target:
-                raise RequirementsError(f"{where}: remote include {target!r} is not supported; "
-                                        "check the file it points to directly")
+                raise RequirementsError(
+                    f"{where}: remote include {target!r} is not supported; check the file it points to directly"
+                )
             child = Path(os.path.expanduser(target))
             if not child.is_absolute():
                 child = path.parent / child
