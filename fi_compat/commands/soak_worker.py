@@ -71,7 +71,12 @@ class Batches:
         # each engine's workspace: the cute-dsl batch cap is searched against its size
         workspace = workload.SGLANG_WORKSPACE_BYTES if layout == "sglang" else workload.VLLM_WORKSPACE_BYTES
         self.base = workload.make_inputs(
-            torch, layout, batch=high, width=self.full_width, page_size=PAGE_SIZE, num_pages=NUM_PAGES,
+            torch,
+            layout,
+            batch=high,
+            width=self.full_width,
+            page_size=PAGE_SIZE,
+            num_pages=NUM_PAGES,
             workspace_bytes=workspace,
         )
         per_row = 2 * widest if layout == "trtllm" else widest
