@@ -61,3 +61,39 @@ def test_census_shows_flashinfer_growth_only_without_fi_compat(soak_run):
     assert soak.census_growth(soak_run["timed"]["unpatched"])  # the report lists what grew
     traced = soak_run["traced"]
     assert traced["unpatched"]["tracemalloc_growth_bytes"] > 4 * traced["fi_compat"]["tracemalloc_growth_bytes"]
+
+
+def test_memo_rows_give_the_second_half_miss_rate(soak_run):
+    """The memo table reads fi_compat's statistics at the end and at the half-way snapshot."""
+    timed = soak_run["timed"]["fi_compat"]
+    assert timed["half"] == STEPS // 2 and timed["half_fi_compat_caches"] is not None
+    rows = soak.memo_rows(timed)
+    builder = timed["fi_compat_caches"]["builder"]
+    half = timed["half_fi_compat_caches"]["builder"]
+    late = builder["hits"] + builder["misses"] - half["hits"] - half["misses"]
+    assert late > 0 and any(row.startswith("builder: ") and f" of {late:,}" in row for row in rows), rows
+    assert rows[-1].startswith("all memos: ")
+
+
+def _soak(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fi_compat", "soak", "--no-progress", *args], capture_output=True,
+                          text=True, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_dcp_mode_is_vllms_call_only():
+    done = _soak("--mode", "dcp", "--layout", "sglang", "--steps", "4")
+    assert done.returncode == 2 and "--mode dcp replays vLLM's" in done.stderr, done.stderr
+
+
+def test_dcp_and_mtp_modes_run_through_the_builder():
+    """Each batch reaches the builder memo once; DCP sends backend cute-dsl, whose key holds the batch cap."""
+    for mode, layout in (("dcp", "vllm"), ("mtp", "sglang")):
+        done = _soak("--json", "--mode", mode, "--layout", layout, "--steps", "12", "--batch-sizes", "1:8",
+                     "--variant", "fi_compat", "--no-trace-memory", "--distribution", "uniform")
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout)
+        assert result["options"]["mode"] == mode
+        caches = result["timed"]["fi_compat"]["fi_compat_caches"]
+        assert caches["builder"]["hits"] + caches["builder"]["misses"] == 13  # warm-up and 12 batches
+        if mode == "dcp":
+            assert result["options"]["backend"] == "cute-dsl" and caches["batch-cap"]["misses"] > 0

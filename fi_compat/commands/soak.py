@@ -27,6 +27,7 @@ import sys
 from typing import Any, Optional
 
 VARIANTS = ("unpatched", "fi_compat")
+MODES = ("q1", "mtp", "dcp")
 FIXED_BATCH = 4
 
 
@@ -89,7 +90,8 @@ def report_text(timed: dict[str, dict], traced: dict[str, dict], options: dict[s
     lines = [
         f"fi-compat soak: flashinfer {next(iter(timed.values()))['flashinfer']}, layout {options['layout']}, backend "
         f"{options['backend']}, batch size {low if low == high else f'{low}-{high} (varies per batch)'}, "
-        f"context {options['context']:,}, distribution {options['distribution']}, seed {options['seed']}, "
+        f"mode {options.get('mode', 'q1')}, context {options['context']:,}, distribution {options['distribution']}, "
+        f"seed {options['seed']}, "
         f"cache size {options['cache_size']}" + (f", call API (policy {options['policy']})" if options["call_api"] else ""),
         "",
         f"{'':34}" + "".join(f"{variant:>20}" for variant in timed),
@@ -211,6 +213,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--batch-sizes", type=_batch_range, default=(FIXED_BATCH, FIXED_BATCH), metavar="LOW:HIGH",
                         help=f"a batch size drawn from LOW..HIGH every batch (TensorRT-LLM serves 8:64); "
                              f"default {FIXED_BATCH}, fixed")
+    parser.add_argument("--mode", choices=MODES, default="q1",
+                        help="query mode: q1 (one token per request, default), mtp (two: one draft token, "
+                             "dense query) or dcp (vLLM's decode context parallelism, 2 ranks; --layout vllm, "
+                             "flashinfer 0.6.17 on)")
     parser.add_argument("--context", type=_positive, default=131_072, help="context length (default 131072)")
     parser.add_argument("--steps", type=_positive, default=5_000, help="decode batches per variant (default 5000)")
     parser.add_argument("--distribution", choices=DISTRIBUTIONS, default="serving",
@@ -259,6 +265,12 @@ def run(args: argparse.Namespace) -> int:
               "trtllm-gen (separate K/V page tables, which cute-dsl does not take); use --layout vllm or sglang",
               file=sys.stderr)
         return 2
+    if args.mode == "dcp" and (args.layout != "vllm" or args.backend not in (None, "cute-dsl")):
+        print(f"fi-compat soak: --mode dcp replays vLLM's decode-context-parallel call (backend cute-dsl); "
+              f"got --layout {args.layout} --backend {args.backend or 'default'}: use --layout vllm", file=sys.stderr)
+        return 2
+    if args.mode == "dcp":
+        backend = "cute-dsl"
     cache_size = config.resolve("cache_size", args.cache_size).value
     lengths = workload.lengths(distribution, args.context, steps, args.seed)
     low, high = args.batch_sizes
@@ -266,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
     progress = args.progress if args.progress is not None else (sys.stderr.isatty() or len(lengths) >= 20_000)
     options = {"context": args.context, "distribution": distribution, "seed": args.seed, "cache_size": cache_size,
                "policy": args.policy, "call_api": args.call_api, "layout": args.layout, "backend": backend,
-               "batch_range": [low, high], "progress": progress}
+               "batch_range": [low, high], "progress": progress, "mode": args.mode}
     variants = VARIANTS if args.variant == "both" else (args.variant,)
     timed: dict[str, dict] = {}
     traced: dict[str, dict] = {}

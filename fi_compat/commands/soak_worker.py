@@ -34,6 +34,10 @@ from typing import Any, Optional
 PAGE_SIZE = 64
 PLOT_POINTS = 200
 NUM_PAGES = 1024
+#: Query tokens per request in ``--mode mtp`` (one draft token: DeepSeek's MTP, SGLang's target-verify).
+MTP_Q_LEN = 2
+#: Decode-context-parallel ranks in ``--mode dcp`` (vLLM's; this process plays rank 0).
+DCP_WORLD = 2
 
 
 def _rss_bytes() -> Optional[int]:
@@ -59,10 +63,18 @@ class Batches:
     contiguous: dimension-0 slices, and block tables viewed out of one flat
     buffer (SGLang's width changes with the batch)."""
 
-    def __init__(self, torch: Any, layout: str, context: int, high: int, lengths: list[int]) -> None:
-        from ..testing import workload
+    def __init__(self, torch: Any, layout: str, context: int, high: int, lengths: list[int], mode: str = "q1") -> None:
+        from ..testing import cuda_flagged, workload
 
-        self.torch, self.layout = torch, layout
+        self.torch, self.layout, self.mode = torch, layout, mode
+        # DCP's global KV lengths, flagged as CUDA for flashinfer's check, one
+        # tensor per batch size made up front (a fresh subclass instance per
+        # call would churn a cache inside torch that tracemalloc counts)
+        self.global_lengths = (
+            {b: cuda_flagged(torch.full((b,), 2, dtype=torch.int32)) for b in range(1, high + 1)}
+            if mode == "dcp"
+            else {}
+        )
         self.full_width = -(-context // PAGE_SIZE)
         widths = [self.full_width, workload.sglang_width(1, PAGE_SIZE)]
         if layout == "sglang":
@@ -70,6 +82,8 @@ class Batches:
         widest = max(widths)
         # each engine's workspace: the cute-dsl batch cap is searched against its size
         workspace = workload.SGLANG_WORKSPACE_BYTES if layout == "sglang" else workload.VLLM_WORKSPACE_BYTES
+        if mode == "dcp":
+            workspace = workload.VLLM_DCP_WORKSPACE_BYTES
         self.base = workload.make_inputs(
             torch,
             layout,
@@ -78,6 +92,7 @@ class Batches:
             page_size=PAGE_SIZE,
             num_pages=NUM_PAGES,
             workspace_bytes=workspace,
+            q_len=MTP_Q_LEN if mode == "mtp" else 1,
         )
         per_row = 2 * widest if layout == "trtllm" else widest
         self.tables = torch.zeros(high * per_row, dtype=torch.int32)
@@ -96,6 +111,16 @@ class Batches:
             seq_lens=base.seq_lens[:batch],
             block_tables=self.tables[:count].view(shape),
         )
+
+    def call(self, decode: Any, inputs: Any, max_seq_len: int, backend: Optional[str]) -> Any:
+        """One engine's call for this batch; under DCP, vLLM's: backend cute-dsl,
+        the rank's ``ceil(max_seq_len / world)`` and the DCP keywords."""
+        from ..testing import workload
+
+        if self.mode == "dcp":
+            dcp = workload.Dcp(DCP_WORLD, 0, self.global_lengths[inputs.batch])
+            return workload.vllm_call(decode, inputs, workload.vllm_dcp_max_seq_len(max_seq_len, DCP_WORLD), dcp=dcp)
+        return workload.call(self.layout, decode, inputs, max_seq_len, backend)
 
 
 def _census_counts(counted: dict) -> dict[str, dict]:
@@ -128,11 +153,16 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
         decode = flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
         if variant == "fi_compat" and options["call_api"]:
             decode = fi_compat.mla_decode
-        batches = Batches(torch, layout, options["context"], max(sizes), lengths)
+        if options.get("mode") == "dcp" and "enable_dcp" not in workload.accepted(decode):
+            raise SystemExit(
+                f"soak: flashinfer {flashinfer.__version__} has no decode context parallelism "
+                "(enable_dcp arrived in 0.6.17); --mode dcp needs 0.6.17 or newer"
+            )
+        batches = Batches(torch, layout, options["context"], max(sizes), lengths, options.get("mode", "q1"))
         seq_lens = batches.base.seq_lens
 
         def call(batch: int, max_seq_len: int) -> None:
-            workload.call(layout, decode, batches.inputs(batch, max_seq_len), max_seq_len, backend)
+            batches.call(decode, batches.inputs(batch, max_seq_len), max_seq_len, backend)
 
         call(sizes[0], 1)  # warm-up: first-call imports and allocations are not growth
         host.recorder.clear()
@@ -161,7 +191,7 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
             # the wall clock reads nest inside the CPU clock's (a syscall on some VMs)
             cpu_started = cpu_clock()
             started = clock()
-            workload.call(layout, decode, inputs, max_seq_len, backend)
+            batches.call(decode, inputs, max_seq_len, backend)
             times[step] = clock() - started
             cpu_times[step] = cpu_clock() - cpu_started
             del inputs
