@@ -12,7 +12,7 @@ and time and the run's wall time.  A run of every matrix release also writes
 ``scripts/generate_compatibility.py`` shows.
 
     python3 scripts/run_cpu_matrix.py --jobs 2                  # all 18 -> docs/compat-results/cpu
-    python3 scripts/run_cpu_matrix.py --ci --jobs 2 --results .nox/ci-results/cpu   # what .ci/run does
+    python3 scripts/run_cpu_matrix.py --ci --jobs 1 --results .nox/ci-results/cpu   # what .ci/run does
     python3 scripts/run_cpu_matrix.py --releases 0.6.16 0.7.0   # some of them
     python3 scripts/run_cpu_matrix.py --jobs 2 -- -x            # posargs for pytest in every session
 """
