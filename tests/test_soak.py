@@ -22,13 +22,15 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("flashinfer") is None o
 STEPS = 40
 
 
+def _soak(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fi_compat", "soak", "--no-progress", *args], capture_output=True,
+                          text=True, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
 @pytest.fixture(scope="module")
 def soak_run() -> dict:
-    process = subprocess.run(
-        [sys.executable, "-m", "fi_compat", "soak", "--json", "--steps", str(STEPS), "--layout", "sglang",
-         "--batch-sizes", "8:64", "--context", "65536", "--no-progress"],
-        capture_output=True, text=True, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    process = _soak("--json", "--steps", str(STEPS), "--layout", "sglang", "--batch-sizes", "8:64",
+                    "--context", "65536")
     assert process.returncode == 0, process.stderr[-3000:]
     return json.loads(process.stdout)
 
@@ -73,11 +75,6 @@ def test_memo_rows_give_the_second_half_miss_rate(soak_run):
     late = builder["hits"] + builder["misses"] - half["hits"] - half["misses"]
     assert late > 0 and any(row.startswith("builder: ") and f" of {late:,}" in row for row in rows), rows
     assert rows[-1].startswith("all memos: ")
-
-
-def _soak(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fi_compat", "soak", "--no-progress", *args], capture_output=True,
-                          text=True, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
 def test_dcp_mode_is_vllms_call_only():
