@@ -71,30 +71,21 @@ def load_average() -> str:
 def flashinfer_host(kind: str) -> Iterator[Any]:
     """Import flashinfer for a host-path measurement, launches recorded.
 
-    ``cpu``: fi_compat's CPU-host shim (``fi_compat.testing.cpu_host``).
-    ``cuda``: the machine's real torch, device and CUDA tensors; only
-    flashinfer's kernel-module loader and compute-capability helper are
-    answered (as the loader stub does, plus SM100 so that the cute-dsl and
-    auto paths a B200 takes run on any CUDA device), and ``cute.compile``
-    records instead of compiling.  Yields the host (``.recorder``)."""
-    if kind == "cpu":
-        from fi_compat.testing import cpu_host
+    ``cpu``: fi_compat's CPU-host shim; ``cuda``: the machine's real torch,
+    device and CUDA tensors with flashinfer answered as an SM100 (the
+    ``cuda-as-sm100`` host of :mod:`fi_compat.testing.hosts`, where both are
+    defined).  Yields the host (``.recorder``); exits when ``cuda`` finds no
+    CUDA device."""
+    from fi_compat.testing.hosts import flashinfer_host as host_of
 
-        with cpu_host() as host:
-            yield host
-        return
-    if kind != "cuda":
+    if kind not in HOSTS:
         raise ValueError(f"host {kind!r}; accepted: {', '.join(HOSTS)}")
-    import torch
-
-    from fi_compat.testing import CpuHost
-
-    if not torch.cuda.is_available():
-        raise SystemExit("--host cuda needs a CUDA device")
-    host = CpuHost()
     try:
-        host.patch_cute_compile()
-        host.patch_flashinfer()
+        manager = host_of("cpu" if kind == "cpu" else "cuda-as-sm100")
+        host = manager.__enter__()
+    except RuntimeError as exc:
+        raise SystemExit(f"--host cuda needs a CUDA device ({exc})") from exc
+    try:
         yield host
     finally:
-        host.restore()
+        manager.__exit__(None, None, None)

@@ -36,7 +36,7 @@ _LAZY = {
     "build_mla_decode_tuning_config": "api",
     "apply_max_seq_len_policy": "policy",
     "detect_release": "release_detection",
-    "doctor_report": "commands.doctor",
+    "doctor_report": "diagnosis",
 }
 
 __all__ = [
@@ -77,7 +77,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover
     from .call_api import build_mla_decode_tuning_config, mla_decode
-    from .commands.doctor import doctor_report
+    from .diagnosis import doctor_report
     from .installer import install, status, uninstall
     from .policy import apply_max_seq_len_policy
     from .release_detection import detect_release

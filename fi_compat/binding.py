@@ -7,9 +7,11 @@ so that every value reaches the installed parameter of that name:
 * positionally only over the prefix where the installed positional order is,
   name for name, the newest order (:attr:`Binding.prefix`, computed once);
 * by keyword after it (keyword-only parameters included);
-* a parameter the installed function lacks is dropped when it carries its
-  default and raises :class:`~fi_compat.errors.UnsupportedFeatureError`
-  otherwise;
+* a parameter the spec declares renamed (``Param.renamed_from``) is passed
+  under the name the installed release uses;
+* a parameter the installed function lacks, or the spec declares removed
+  (``Param.removed_in``), is dropped when it carries its default and raises
+  :class:`~fi_compat.errors.UnsupportedFeatureError` otherwise;
 * a parameter whose installed default differs from the documented one gets
   the documented default passed explicitly when the caller omits it (one
   WARNING when the binding is built, from :mod:`fi_compat.call_api`).
@@ -62,6 +64,14 @@ def same_default(installed: Any, documented: Any) -> bool:
     return type(installed) in _SCALARS and type(installed) is type(documented) and installed == documented
 
 
+def _version(release: Optional[str]) -> Optional[Version]:
+    """``release`` as a public version (``None`` when unknown or unreadable: the newest)."""
+    try:
+        return None if release is None else Version(Version(release).public)
+    except InvalidVersion:
+        return None
+
+
 def _describe(parameter: inspect.Parameter) -> str:
     prefix = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}.get(parameter.kind, "")
     default = "" if parameter.default is _EMPTY else "=…"
@@ -102,6 +112,11 @@ class Binding:
         self.defaults = spec.defaults()
         self.added_in = spec.added_in_map()
         self.required = tuple(p.name for p in spec.params if p.required)
+        self.version = _version(release)
+        #: Current name -> the installed release's name, for declared renames.
+        self.renames = spec.installed_names(self.version)
+        #: Current name -> removed_in, for declared removals this release has seen.
+        self.removed = spec.removed_at(self.version)
         #: 1 + the position of the last required parameter: a call with at
         #: least this many positional arguments cannot miss a required one.
         self.required_count = 1 + max((self.names.index(n) for n in self.required), default=-1)
@@ -117,7 +132,7 @@ class Binding:
         self.prefix = 0
         self._analyse()
         fast = self.error is None and not self.explicit_defaults
-        by_keyword = self.accepted - frozenset(self.positional_only)
+        by_keyword = self.accepted - frozenset(self.positional_only) - frozenset(self.renames)
         #: Longest positional call passed on as it is (-1: no fast path).
         self.direct_limit = self.prefix if fast else -1
         #: For n positional arguments: the keywords a call may pass on as they are.
@@ -145,10 +160,11 @@ class Binding:
             self._mismatch(None, f"has no signature fi_compat can read ({exc})")
             return
         found = [_describe(p) for p in parameters]
-        named = {p.name: p for p in parameters if p.kind not in _VARIADIC}
-        positional = [p.name for p in parameters if p.kind in _POSITIONAL]
+        current = {installed: name for name, installed in self.renames.items()}  # undo declared renames
+        named = {current.get(p.name, p.name): p for p in parameters if p.kind not in _VARIADIC}
+        positional = [current.get(p.name, p.name) for p in parameters if p.kind in _POSITIONAL]
         self.installed_positional = tuple(positional)
-        self.accepted = frozenset(named) & self.known
+        self.accepted = (frozenset(named) & self.known) - frozenset(self.removed)
         prefix = 0
         while prefix < min(len(positional), len(self.names)) and positional[prefix] == self.names[prefix]:
             prefix += 1
@@ -245,15 +261,23 @@ class Binding:
         for name, value in values.items():
             if name in self.accepted:
                 keywords[name] = value
+            elif name in self.removed and not is_default(value, self.defaults.get(name, REQUIRED)):
+                raise UnsupportedFeatureError.removed(name, self.removed[name], self.release, self.spec.qualname)
             elif not is_default(value, self.defaults.get(name, REQUIRED)):
                 raise UnsupportedFeatureError(name, self.added_in.get(name), self.release, self.spec.qualname)
         positional = [keywords.pop(name) if name in keywords else self.defaults[name] for name in self.positional_only]
+        if self.renames:
+            keywords = {self.renames.get(name, name): value for name, value in keywords.items()}
         return self.function(*positional, **keywords)  # type: ignore[misc]
 
     def from_installed_order(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """A call written for the *installed* function (a caller of a patched
         flashinfer attribute, in transparent mode) as a call in the newest
-        order: positional arguments past the shared prefix become keywords."""
+        order: positional arguments past the shared prefix become keywords
+        (and keywords under a declared rename's installed name get the current name)."""
+        if self.renames:
+            current = {installed: name for name, installed in self.renames.items()}
+            kwargs = {current.get(name, name): value for name, value in kwargs.items()}
         if len(args) <= self.prefix:
             return args, kwargs
         qualname = self.spec.qualname

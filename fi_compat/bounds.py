@@ -34,13 +34,14 @@ verified range, and the function sits where the spec says; otherwise a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Optional
+from typing import Any, Callable, Hashable, Optional
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from . import specs
 from .adapters import keys
+from .config import DEFAULT_CACHE_SIZE
 from .lookup import BOUNDED, NO_MEMO, UNBOUNDED, Found
 from .release_list import MATRIX_RELEASES
 from .signatures import Mismatch, compare
@@ -127,12 +128,12 @@ BOUNDS: tuple[Bound, ...] = (
         proof=("profile_seq_len only fills the synthetic seq_lens used while autotuning: keyed on "
                "profile_ladder (top 4 bits, rounded down); sparse_top_k_width is read only when "
                "has_sparse_mla_top_k_lens; tests/matrix/test_key_proofs.py compares every field"),
-        verified=SpecifierSet(">=0.6.15.post1,<=0.7.4"), keep_identity=True,
+        verified=specs.verified_from("0.6.15.post1"), keep_identity=True,
     ),
     Bound(
-        "split-kv", specs.CUTE_DSL_SPLIT_KV, keys.split_kv_key,
+        "split-kv", specs.CUTE_DSL_SPLIT_KV, keys.monolithic_split_kv_key,
         grows_with="max_seq_len (0.6.16 on) and the batch size of every step of the cute-dsl batch-cap search",
-        proof=_K_TILE_PROOF, verified=SpecifierSet(">=0.6.13,<=0.7.4"),
+        proof=_K_TILE_PROOF, verified=specs.verified_from("0.6.13"),
     ),
     Bound(
         "batch-cap", specs.CUTE_DSL_BATCH_CAP, keys.batch_cap_key,
@@ -142,21 +143,21 @@ BOUNDS: tuple[Bound, ...] = (
         proof=("the search reads max_seq_len only to pass it to the sizer, which reads it only as the K-tile "
                "count: keyed on 128 * ceil(max_seq_len / 128); tests/matrix/test_key_proofs.py compares "
                "outputs on random arguments"),
-        verified=SpecifierSet(">=0.6.16,<=0.7.4"), memoize_plain=True, scale=8, probes=True,
+        verified=specs.verified_from("0.6.16"), memoize_plain=True, scale=8, probes=True,
     ),
     Bound(
         "split-kv-modular", specs.CUTE_DSL_SPLIT_KV_BATCH_MLA, keys.split_kv_key,
         grows_with="the batch size of every step of the cute-dsl batch-cap search",
-        proof=_EXACT, verified=SpecifierSet(">=0.6.13,<=0.7.4"),
+        proof=_EXACT, verified=specs.verified_from("0.6.13"),
     ),
     Bound(
         "split-kv-hca", specs.CUTE_DSL_SPLIT_KV_BATCH_HCA, keys.split_kv_key,
         grows_with="batch size and max_hca_len",
-        proof=_EXACT, verified=SpecifierSet(">=0.6.18,<=0.7.4"),
+        proof=_EXACT, verified=specs.verified_from("0.6.18"),
     ),
     Bound(
         "split-kv-rubin-mtp", specs.CUTE_DSL_SPLIT_KV_RUBIN_MTP, keys.split_kv_key,
-        grows_with="max_seq_len and batch size", proof=_K_TILE_PROOF, verified=SpecifierSet(">=0.7.4,<=0.7.4"),
+        grows_with="max_seq_len and batch size", proof=_K_TILE_PROOF, verified=specs.verified_from("0.7.4"),
     ),
     Bound(
         "nearest-profile", specs.NEAREST_PROFILE, keys.nearest_profile_key,
@@ -165,13 +166,13 @@ BOUNDS: tuple[Bound, ...] = (
                "map_to_tuning_buckets (memoized by flashinfer, shared by a model's configs) and each "
                "constraint's indices: keyed on those, as flashinfer itself keys from 0.6.18, so the "
                "profile lengths inside the initializers do not multiply the entries per batch shape"),
-        verified=SpecifierSet(">=0.6.13,<=0.7.4"), replace_bounded=True, scale=16,
+        verified=specs.verified_from("0.6.13"), replace_bounded=True, scale=16,
         computes_from_key=False,
     ),
     Bound(
         "nearest-profile-cached", specs.NEAREST_PROFILE_CACHED, keys.exact_key,
         grows_with="the call's tensor shapes (batch size, block-table width) times the configs' specs",
-        proof=_EXACT, verified=SpecifierSet(">=0.6.18,<=0.7.4"), replace_bounded=True,
+        proof=_EXACT, verified=specs.verified_from("0.6.18"), replace_bounded=True,
     ),
     Bound(
         "builder", specs.TUNING_CONFIG_BUILDER, keys.builder_key,
@@ -180,7 +181,7 @@ BOUNDS: tuple[Bound, ...] = (
                     "~12 us per decode"),
         proof=("the builder reads shapes and scalars only, never tensor data; see keys.builder_key; "
                "tests/matrix/test_key_proofs.py compares configs with flashinfer's"),
-        verified=SpecifierSet(">=0.6.13,<=0.7.4"),
+        verified=specs.verified_from("0.6.13"),
         computes_from_key=False, memoize_plain=True, keep_identity=True,
         arguments=keys.fresh_builder_arguments,
         # Builders without a cute_dsl_impl parameter (0.6.13 - 0.6.15.post1) use
@@ -224,8 +225,13 @@ def _ran_in_matrix(release: Optional[Version]) -> bool:
     return release is not None and Version(release.public) in _MATRIX
 
 
-def judge(bound: Bound, found: Optional[Found], release: Optional[Version]) -> Verdict:
-    """The verdict on ``bound`` given what a lookup found (``None``: nothing binds it).
+HUGE = 16
+"""A flashinfer bound over HUGE times fi_compat's own (``cache_size * scale``) is effectively unbounded."""
+
+
+def judge(bound: Bound, found: Optional[Found], release: Optional[Version], cache_size: int = DEFAULT_CACHE_SIZE) -> Verdict:
+    """The verdict on ``bound`` given what a lookup found (``None``: nothing binds it);
+    ``cache_size``: the setting in force (``maxsize`` is weighed against it).
 
     Pure: reads ``found`` and the release, runs nothing of flashinfer's."""
     qualname = bound.spec.qualname
@@ -242,8 +248,8 @@ def judge(bound: Bound, found: Optional[Found], release: Optional[Version]) -> V
         if not bound.spec.present_in(release):
             return Verdict(bound, NOT_IN_RELEASE, f"{qualname} arrived in {bound.spec.added_in}")
         return Verdict(bound, MISSING, f"{qualname} is missing (moved or removed)",
-                       mismatch=compare(bound.spec, None))
-    mismatch = compare(bound.spec, found.function)
+                       mismatch=compare(bound.spec, None, release))
+    mismatch = compare(bound.spec, found.function, release)
     if mismatch is not None:
         return Verdict(bound, MISMATCH, mismatch.describe(), found=found, mismatch=mismatch)
     where = f" (found in {found.defined_in}, moved from {bound.spec.module})" if found.moved else ""
@@ -251,6 +257,10 @@ def judge(bound: Bound, found: Optional[Found], release: Optional[Version]) -> V
     if found.memo == BOUNDED and bound.replace_bounded:
         return Verdict(bound, BOUND, f"{qualname} is bounded by flashinfer at {found.maxsize} entries on a key "
                        f"that grows per request; fi_compat holds it to its own bound{where}", verified, found)
+    if found.memo == BOUNDED and found.maxsize is not None and found.maxsize > HUGE * cache_size * bound.scale:
+        return Verdict(bound, BOUND, f"{qualname} is bounded by flashinfer at {found.maxsize} entries, over {HUGE} "
+                       f"times fi_compat's {cache_size * bound.scale}: effectively unbounded; fi_compat bounds it"
+                       f"{where}", verified, found)
     if found.memo == BOUNDED:
         return Verdict(bound, BOUNDED_UPSTREAM,
                        f"{qualname} is bounded by flashinfer itself (maxsize {found.maxsize}){where}",
@@ -311,27 +321,13 @@ class ReleaseVerdict:
         return "; ".join(parts) or f"flashinfer {self.release}: every bound fits and is verified"
 
 
-def warnings_for(rows: Iterable[Verdict], release: Any) -> list[tuple[bool, str]]:
-    """``(is_problem, message)`` for what the runtime says at WARNING: each row
-    left unbounded, and one line for bounds outside the verified releases."""
-    rows = list(rows)
-    said = [(True, f"flashinfer {release}: {v.reason}. fi_compat left it unbounded "
-                   "(set FI_COMPAT_STRICT=1 to make this an error)") for v in rows if v.problem]
-    unverified = [v.bound.spec.qualname + (f" (found in {v.found.defined_in})" if v.found and v.found.moved else "")
-                  for v in rows if v.kind == BOUND and not v.verified]
-    if unverified:
-        said.append((False, f"flashinfer {release} is outside the releases fi_compat verified for "
-                            f"{', '.join(unverified)}; their signatures match and fi_compat bounds them. "
-                            "Run the release matrix to verify it"))
-    return said
-
-
-def judge_release(lookup: Callable[[specs.FunctionSpec], Optional[Found]], release: Optional[Version]) -> ReleaseVerdict:
+def judge_release(lookup: Callable[[specs.FunctionSpec], Optional[Found]], release: Optional[Version],
+                  cache_size: int = DEFAULT_CACHE_SIZE) -> ReleaseVerdict:
     """Every row of :data:`BOUNDS` and the decode signature, through one lookup
     (live, a package directory or a wheel: the runtime, doctor and the guard)."""
-    rows = tuple(judge(bound, lookup(bound.spec), release) for bound in BOUNDS)
+    rows = tuple(judge(bound, lookup(bound.spec), release, cache_size) for bound in BOUNDS)
     decode = lookup(specs.DECODE)
-    return ReleaseVerdict(release, rows, compare(specs.DECODE, None if decode is None else decode.function))
+    return ReleaseVerdict(release, rows, compare(specs.DECODE, None if decode is None else decode.function, release))
 
 
 def by_name(name: str) -> Bound:
@@ -343,6 +339,6 @@ def by_name(name: str) -> Bound:
 
 __all__ = [
     "BOUND", "BOUNDED_UPSTREAM", "BOUNDS", "Bound", "MISMATCH", "MISSING", "NOT_IN_RELEASE", "NO_CACHE", "PARTIAL",
-    "PREDATES", "PROBLEMS", "ReleaseVerdict", "warnings_for", "UNSUPPORTED", "UNVERIFIED", "VERIFIED", "Verdict",
+    "PREDATES", "PROBLEMS", "ReleaseVerdict", "UNSUPPORTED", "UNVERIFIED", "VERIFIED", "Verdict",
     "by_name", "judge", "judge_release",
 ]

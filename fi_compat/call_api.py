@@ -28,7 +28,6 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-import sys
 import threading
 from typing import Any, Optional
 
@@ -36,6 +35,7 @@ from . import installer, transparent
 from .binding import Binding
 from .config import check_policy
 from .adapters.base import Plan
+from .lookup.modules import loaded
 from .errors import DefaultMismatchWarning, UnsupportedReleaseError, UnsupportedReleaseWarning, warn
 from .policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
 from .specs import CORE_MODULE, DECODE, PUBLIC_MLA_MODULE, TUNING_CONFIG_BUILDER, FunctionSpec
@@ -81,13 +81,13 @@ def _core_module() -> Any:
     0.6.8 on, the plain module ``flashinfer.mla`` before (0.6.4 - 0.6.7.post3
     have no ``_core``).  ``ImportError`` only when flashinfer itself cannot be
     imported: a release without ``_core`` is a release, not a broken host."""
-    module = sys.modules.get(CORE_MODULE)
+    module = loaded(CORE_MODULE)
     if module is not None:
         return module
     try:
         import flashinfer.mla._core as module  # noqa: PLC0415  (first real use)
     except ImportError as exc:
-        public = sys.modules.get(PUBLIC_MLA_MODULE)
+        public = loaded(PUBLIC_MLA_MODULE)
         if getattr(exc, "name", None) == CORE_MODULE and public is not None and hasattr(public, DECODE.name):
             return public
         raise ImportError(
@@ -262,7 +262,7 @@ def mla_decode_in_installed_order(*args: Any, **kwargs: Any) -> Any:
     binding = _mappings.get(DECODE_KIND)
     if binding is None or binding.generation != installer.generation():
         binding = _binding(DECODE_KIND)
-    if len(args) > binding.prefix:
+    if len(args) > binding.prefix or binding.renames:  # a declared rename: the caller used the installed name
         args, kwargs = binding.from_installed_order(args, kwargs)
     return mla_decode(*args, **kwargs)
 
@@ -276,7 +276,7 @@ def _transparent_plan(settings: Any) -> Any:
     Cost: one signature comparison."""
     from .release_detection import detect_release  # noqa: PLC0415  (cheap: package metadata)
 
-    core = sys.modules.get(CORE_MODULE)
+    core = loaded(CORE_MODULE)
     if core is None:  # 0.6.4 - 0.6.7.post3: no _core, and no tuning-config cache to route around
         message = (
             f"transparent mode not installed: flashinfer-python {detect_release()} has no {CORE_MODULE} "

@@ -82,6 +82,19 @@ class UnsupportedFeatureError(FiCompatError):
         super().__init__(message)
 
     @classmethod
+    def removed(cls, keyword: str, removed_in: str, release: str | None, qualname: str) -> "UnsupportedFeatureError":
+        """A keyword the spec declares removed (``Param.removed_in``) passed with a
+        value other than its default: the installed release cannot honour it."""
+        error = cls.__new__(cls)
+        error.keyword, error.added_in, error.release, error.qualname = keyword, None, release, qualname
+        FiCompatError.__init__(
+            error,
+            f"keyword {keyword!r} was removed from {qualname} in flashinfer-python {removed_in}; the installed "
+            f"release is {release}. Leave {keyword!r} at its default, or pin a release before {removed_in}.",
+        )
+        return error
+
+    @classmethod
     def release_predates(
         cls, api_name: str, qualname: str, added_in: str, release: str | None
     ) -> "UnsupportedFeatureError":

@@ -3,38 +3,36 @@
 Phases: ``not-installed`` -> :func:`install` -> ``pending`` (flashinfer not
 imported yet: a post-import hook finishes the job when it is), ``installed``,
 ``unsupported`` (nothing could be bounded), ``disabled`` (FI_COMPAT_DISABLE)
-or ``failed`` (a strict failure inside an import hook, kept for the next
-fi_compat call to raise, since raising would break the user's ``import``);
+or ``failed`` (an import hook's failure: strict, the import raises it and
+nothing stays installed; otherwise it is kept for the next fi_compat call);
 :func:`uninstall` returns to ``not-installed`` from any of them.
 
-Installing judges every row of :data:`fi_compat.bounds.BOUNDS` on its own
-(``fi_compat.bounds.judge``): a changed signature affects that row only.
-Rows whose module flashinfer imports lazily (the cute-dsl kernels) are judged
-from source at once and patched by a post-import hook when the module loads.
+Installing judges every row of :data:`fi_compat.bounds.BOUNDS` on its own: a
+changed signature affects that row only.  A row whose module is not imported
+yet (flashinfer imports the cute-dsl kernels lazily, maybe in another thread
+right now) is judged from source, provisionally, and judged again from the
+live object when the module is imported (:mod:`fi_compat.lazy_rows`).
 
 One re-entrant lock guards every transition (renewed in a forked child).
-Everything else reads the state through :func:`snapshot` only
-(:mod:`fi_compat.status_view` renders it for :func:`status`).
+Everything else reads the state through :func:`snapshot` only.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 from typing import Any, Callable, Mapping, Optional
 
-import wrapt
 
-from . import config, lookup
+from . import config, lazy_rows, lookup, runtime_report
 from .adapters import Installation, Plan, bounded_memo
-from .bounds import BOUND, Verdict, by_name, judge, judge_release, warnings_for
-from .errors import (SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning,
-                     UnverifiedReleaseWarning, warn)
+from .bounds import BOUND, judge_release
+from .errors import warn
+from .runtime_report import note_effectively_unbounded, strict_error
 from .lookup import PACKAGE
 from .release_detection import detect_release
-from .state import Snapshot, State, snapshot_of
+from .state import Snapshot, State, keeping_earlier_arguments, snapshot_of, values
 
 logger = logging.getLogger("fi_compat")
 
@@ -114,37 +112,17 @@ def install(*, strict: Optional[bool] = None, cache_size: Optional[int] = None, 
              "transparent": transparent}
     with _lock:
         # Resolved under the lock: what an omitted argument keeps is the install in force now.
-        settings = config.resolve_all(**_keeping_earlier_arguments(given))
+        settings = config.resolve_all(**keeping_earlier_arguments(_state, given))
         _state.explicit = True
         _state.error = None
         if _state.phase != "not-installed":
-            if _values(settings) == _values(_state.settings):
+            if values(settings) == values(_state.settings):
                 logger.debug("fi_compat: install() with the settings already in force; nothing to do")
                 return status()
-            logger.info("fi_compat: install() with new settings %s; re-installing", _values(settings))
+            logger.info("fi_compat: install() with new settings %s; re-installing", values(settings))
             _uninstall()
         _install(settings)
         return status()
-
-
-#: Phases in which an install's settings are in force (a failed one left nothing installed).
-_IN_FORCE = ("pending", "installed", "unsupported", "disabled")
-
-
-def _keeping_earlier_arguments(given: Mapping[str, Any]) -> dict[str, Any]:
-    """``given`` with each omitted (``None``) argument replaced by the value an
-    earlier ``install()`` argument put in force.  Settings that came from the
-    environment or the defaults are resolved again, as before; after
-    :func:`uninstall` nothing is kept.  Lock held; costs a dict walk."""
-    if _state.phase not in _IN_FORCE:
-        return dict(given)
-    kept = {name: setting.value for name, setting in _state.settings.items()
-            if setting.source == "argument" and name in given}
-    return {name: kept.get(name) if value is None else value for name, value in given.items()}
-
-
-def _values(settings: Mapping[str, config.Setting]) -> dict[str, Any]:
-    return {name: setting.value for name, setting in settings.items()}
 
 
 def _install(settings: dict[str, config.Setting]) -> None:
@@ -155,7 +133,7 @@ def _install(settings: dict[str, config.Setting]) -> None:
         logger.info("fi_compat: FI_COMPAT_DISABLE is set (%s); flashinfer left untouched", settings["disable"].source)
         return
     _state.release = detect_release()
-    if PACKAGE in sys.modules:
+    if lookup.module_loaded(PACKAGE):  # imported, and not half-imported by another thread
         _activate()
         return
     _set_phase("pending")
@@ -169,34 +147,61 @@ def _set_phase(phase: str) -> None:
 
 
 def _hook(module: str, callback: Any) -> None:
-    if module not in _state.hooked:
-        _state.hooked.add(module)
-        wrapt.register_post_import_hook(callback, module)
+    lazy_rows.register(_state, module, callback, _imported_elsewhere)
 
 
 def _on_flashinfer_import(package: Any) -> None:
     with _lock:
         _state.hooked.discard(package.__name__)  # wrapt fires a hook once: a re-import needs a new one
-        if _state.phase == "pending":
-            _state.release = detect_release()
-            _guarded(_activate)
+        if lazy_rows.REGISTERING.active or _state.phase != "pending":
+            return  # at registration: _hook's wait (or the caller) takes it from here
+        _state.release = detect_release()
+        _guarded(_activate)
+
+
+_JUDGED = ("installed", "unsupported")  # phases whose rows may still wait for their modules
 
 
 def _on_lazy_import(module: Any) -> None:
     with _lock:
         _state.hooked.discard(module.__name__)
-        if _state.phase == "installed" and module.__name__ in _state.waiting.values():
+        if lazy_rows.REGISTERING.active:
+            return  # at registration: _settle (or _hook's wait) takes it from here
+        if _state.phase in _JUDGED and module.__name__ in _state.waiting.values():
             _guarded(lambda: _activate_module(module.__name__))
 
 
+def _imported_elsewhere(module: Any) -> None:
+    """An import that was in flight when the hook was registered has finished
+    (in :func:`fi_compat.lookup.import_wait.when_imported`'s thread, not an import)."""
+    with _lock:
+        name = module.__name__
+        if name == PACKAGE and _state.phase == "pending":
+            _state.release = detect_release()
+            step: Any = _activate
+        elif _state.phase in _JUDGED and name in _state.waiting.values():
+            step = lambda: _activate_module(name)  # noqa: E731
+        else:
+            return
+        try:
+            _guarded(step)
+        except Exception as exc:  # noqa: BLE001  (strict, and no import to raise it into)
+            lazy_rows.end_strict_process(exc)
+
+
 def _guarded(step: Any) -> None:
-    """Run an import-hook step; an exception never escapes into the user's import."""
+    """Run an import-hook step.  Not strict: an exception never escapes into the
+    user's import (logged, kept for the next fi_compat call).  Strict: nothing
+    stays installed and the import raises the typed error."""
     try:
         step()
     except Exception as exc:  # noqa: BLE001
         _uninstall()
         _state.error = exc
         _set_phase("failed")
+        if _strict():
+            logger.error("fi_compat: %s; nothing installed, and the import raises it (FI_COMPAT_STRICT)", exc)
+            raise
         logger.error("fi_compat: %s; flashinfer imported untouched, the error is raised at the next "
                      "fi_compat call", exc)
 
@@ -221,21 +226,28 @@ def runtime_lookup(spec: Any) -> Any:
     return lookup.runtime_lookup(_version())(spec)
 
 
+def _cache_size() -> int:
+    return int(_state.settings["cache_size"].value)
+
+
 def _activate() -> None:
-    """Judge every row, then patch what is loaded, all or nothing.  Lock held."""
+    """Judge every row, then patch what is loaded, all or nothing.  Lock held.
+
+    A row judged from source (its module not imported yet) is provisional: it
+    waits for its module, which is judged again, live, when it is imported."""
     plan = Plan()
-    judged = judge_release(runtime_lookup, _version())
+    find = lookup.runtime_lookup(_version())
+    judged = judge_release(find, _version(), _cache_size())
     problems = judged.problems
     _state.verdicts, _state.waiting = {v.bound.name: v for v in judged.rows}, {}
     for verdict in judged.rows:
-        if verdict.kind != BOUND:
-            continue
-        if verdict.found is not None and verdict.found.obj is not None:
-            plan += bounded_memo.plan(verdict.bound, verdict.found, _state.settings["cache_size"].value)
-        else:
-            _state.waiting[verdict.bound.name] = verdict.found.defined_in if verdict.found else verdict.bound.module
+        waited = lazy_rows.waits_for(verdict, find)
+        if waited is not None:
+            _state.waiting[verdict.bound.name] = waited
+        elif verdict.kind == BOUND and verdict.found is not None:
+            plan += bounded_memo.plan(verdict.bound, verdict.found, _cache_size())
     if problems and _strict():
-        _refuse_strict(problems)
+        raise strict_error(problems, _state.release)
     installation = Installation()
     installation.apply(plan)
     try:
@@ -251,59 +263,45 @@ def _activate() -> None:
         _state.extras = None
         raise
     _state.installation = installation
-    for module in set(_state.waiting.values()):
-        _hook(module, _on_lazy_import)
-    _report(problems)
-    bounded = bool(installation.patched()) or bool(_state.waiting)
+    runtime_report.report(problems, _state)
+    note_effectively_unbounded(v for v in judged.rows if v.bound.name not in _state.waiting)
+    bounded = bool(installation.patched()) or any(_state.verdicts[n].kind == BOUND for n in _state.waiting)
     _set_phase("installed" if bounded or not problems else "unsupported")
     _log_summary()
+    try:
+        _settle(set(_state.waiting.values()))
+    except BaseException:
+        _uninstall()
+        raise
+
+
+def _settle(modules: Any) -> None:
+    """Hook each waited-for module; one imported since it was judged is judged now.  Lock held."""
+    for module in sorted(modules):
+        _hook(module, _on_lazy_import)
+        if lookup.module_loaded(module) and module in _state.waiting.values():
+            _activate_module(module)
 
 
 def _activate_module(module_name: str) -> None:
-    """Patch the rows waiting for ``module_name``, now imported.  Lock held."""
-    plan, problems = Plan(), []
-    for name, waited in list(_state.waiting.items()):
-        if waited != module_name:
-            continue
-        bound = by_name(name)
-        verdict = judge(bound, runtime_lookup(bound.spec), _version())
-        _state.verdicts[name] = verdict
-        del _state.waiting[name]
-        if verdict.problem:
-            problems.append(verdict)
-        elif verdict.kind == BOUND:
-            plan += bounded_memo.plan(bound, verdict.found, _state.settings["cache_size"].value)
+    """Judge again, live, every row waiting for ``module_name``, now imported, and
+    patch those to bound.  Lock held."""
+    plan, problems, bound_now = lazy_rows.rejudge(_state, module_name, _version(), _cache_size())
     if problems and _strict():
-        _refuse_strict(problems)
+        raise strict_error(problems, _state.release)
     assert _state.installation is not None
     _state.installation.apply(plan)
-    _report(problems)
-    _state.generation += 1
+    runtime_report.report(problems, _state)
+    note_effectively_unbounded(bound_now)
+    _set_phase("installed" if _state.installation.patched() or _state.phase == "installed" else "unsupported")
     _log_summary()
+    _settle({m for m in _state.waiting.values() if m != module_name})
 
 
 def _log_summary() -> None:
     from .status_view import summary_line
 
     logger.info("fi_compat: %s", summary_line(snapshot()))
-
-
-def _refuse_strict(problems: list[Verdict]) -> None:
-    release = None if _state.release is None else str(_state.release)
-    first = problems[0]
-    if first.mismatch is not None:
-        m = first.mismatch
-        raise SignatureMismatchError(m.spec.qualname, m.expected, m.found_text, release, m.difference)
-    raise UnsupportedReleaseError(release, first.reason)
-
-
-def _report(problems: list[Verdict]) -> None:
-    for is_problem, message in warnings_for(problems + [v for v in _state.verdicts.values() if not v.problem],
-                                            _state.release):
-        if is_problem:
-            _state.messages.append(message)
-        logger.warning("fi_compat: %s", message)
-        warn(message, UnsupportedReleaseWarning if is_problem else UnverifiedReleaseWarning)
 
 
 def uninstall() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What fi_compat installs in place of flashinfer functions.
 
-* :class:`MemoizedFunction`: a bounded memo.  It is a plain Python function
+* :func:`memoized_function`: a bounded memo.  It is a plain Python function
   (the cheapest thing to call on the decode path) that keeps the original's
   name, docstring, module and signature (``__wrapped__``), so
   ``inspect.signature`` and flashinfer's own callers see no difference.
@@ -84,26 +84,27 @@ class FiCompatProxy(wrapt.FunctionWrapper):
         return self.__reduce_ex__(2)
 
 
-class _RecognisedByMarker(type):
-    """``isinstance(obj, MemoizedFunction)`` for the plain functions it makes."""
-
-    def __instancecheck__(cls, obj: object) -> bool:
-        return getattr(obj, "_fi_compat_memo", False) is True
-
-
 EntryFactory = Callable[[Callable, _Switch, Callable, Callable, ComputeFunction], Callable]
 """``factory(original, switch, lookup, fill, compute)`` -> a function with the
 original's exact signature that computes the key from its own parameters
 (:mod:`fi_compat.adapters.builder_entries`)."""
 
 
-class MemoizedFunction(metaclass=_RecognisedByMarker):
+def memoized_function(
+    wrapped: Callable,
+    cache: BoundedCache,
+    key: KeyFunction,
+    compute: ComputeFunction,
+    fallback: Optional[FallbackFunction] = None,
+    entry: Optional[EntryFactory] = None,
+    fill: Optional[Callable[..., Any]] = None,
+) -> Callable:
     """Bounded memo in front of a flashinfer function.
 
-    ``MemoizedFunction(wrapped, cache, key, compute, fallback)`` returns a
+    ``memoized_function(wrapped, cache, key, compute, fallback)`` returns a
     plain Python function, not a wrapt proxy: a hit is then one Python call
     (no ``FunctionWrapper`` dispatch, no descriptor binding object under a
-    ``classmethod``).  It carries what a proxy would: ``__wrapped__`` (so
+    ``classmethod``); :func:`is_memo` recognises it.  It carries what a proxy would: ``__wrapped__`` (so
     ``inspect.signature`` shows the original's), the original's name,
     qualified name, module and docstring (``functools.update_wrapper``), and
     fi_compat's own ``cache_info()`` / ``cache_clear()`` / ``fi_compat_cache``
@@ -124,63 +125,52 @@ class MemoizedFunction(metaclass=_RecognisedByMarker):
 
     Cost of a hit: the key function and :meth:`BoundedCache.lookup` (no lock).
     """
+    switch = _Switch()
+    lookup = cache.lookup
+    fill = cache.fill if fill is None else fill
+    if fallback is None:
 
-    def __new__(
-        cls,
-        wrapped: Callable,
-        cache: BoundedCache,
-        key: KeyFunction,
-        compute: ComputeFunction,
-        fallback: Optional[FallbackFunction] = None,
-        entry: Optional[EntryFactory] = None,
-        fill: Optional[Callable[..., Any]] = None,
-    ) -> Any:
-        switch = _Switch()
-        lookup = cache.lookup
-        fill = cache.fill if fill is None else fill
-        if fallback is None:
+        def fallback(args: tuple, kwargs: dict, _wrapped: Callable = wrapped) -> Any:
+            return _wrapped(*args, **kwargs)
 
-            def fallback(args: tuple, kwargs: dict, _wrapped: Callable = wrapped) -> Any:
-                return _wrapped(*args, **kwargs)
+    if entry is not None:
+        proxy = entry(wrapped, switch, lookup, fill, compute)
+    else:
 
-        if entry is not None:
-            proxy = entry(wrapped, switch, lookup, fill, compute)
-        else:
+        def proxy(*args: Any, **kwargs: Any) -> Any:
+            if switch.active:
+                cache_key = key(args, kwargs)
+                if cache_key is not None:
+                    try:
+                        value = lookup(cache_key)
+                    except TypeError:  # an unhashable argument in the key
+                        return fallback(args, kwargs)
+                    if value is not MISSING:
+                        return value
+                    return fill(cache_key, compute, args, kwargs, cache_key)
+                return fallback(args, kwargs)
+            return wrapped(*args, **kwargs)
 
-            def proxy(*args: Any, **kwargs: Any) -> Any:
-                if switch.active:
-                    cache_key = key(args, kwargs)
-                    if cache_key is not None:
-                        try:
-                            value = lookup(cache_key)
-                        except TypeError:  # an unhashable argument in the key
-                            return fallback(args, kwargs)
-                        if value is not MISSING:
-                            return value
-                        return fill(cache_key, compute, args, kwargs, cache_key)
-                    return fallback(args, kwargs)
-                return wrapped(*args, **kwargs)
+    functools.update_wrapper(proxy, wrapped)
+    proxy.__wrapped__ = wrapped
 
-        functools.update_wrapper(proxy, wrapped)
-        proxy.__wrapped__ = wrapped
+    def cache_info() -> _CacheInfo:
+        stats = cache.stats()
+        return _CacheInfo(stats.hits, stats.misses, stats.maxsize, stats.currsize)
 
-        def cache_info() -> _CacheInfo:
-            stats = cache.stats()
-            return _CacheInfo(stats.hits, stats.misses, stats.maxsize, stats.currsize)
+    def deactivate() -> None:
+        switch.active = False
+        proxy._self_active = False
 
-        def deactivate() -> None:
-            switch.active = False
-            proxy._self_active = False
-
-        proxy._fi_compat_wrapper = True
-        proxy._fi_compat_memo = True
-        proxy._fi_compat_original = wrapped
-        proxy._self_active = True
-        proxy.fi_compat_cache = cache
-        proxy.cache_info = cache_info
-        proxy.cache_clear = cache.clear
-        proxy.fi_compat_deactivate = deactivate
-        return proxy
+    proxy._fi_compat_wrapper = True
+    proxy._fi_compat_memo = True
+    proxy._fi_compat_original = wrapped
+    proxy._self_active = True
+    proxy.fi_compat_cache = cache
+    proxy.cache_info = cache_info
+    proxy.cache_clear = cache.clear
+    proxy.fi_compat_deactivate = deactivate
+    return proxy
 
 
 class CallThrough(FiCompatProxy):
@@ -195,6 +185,11 @@ class CallThrough(FiCompatProxy):
             return wrapped(*args, **kwargs)
 
         super().__init__(wrapped, call, switch)
+
+
+def is_memo(obj: object) -> bool:
+    """A memo :func:`memoized_function` made (a plain function, so no ``isinstance``)."""
+    return getattr(obj, "_fi_compat_memo", False) is True
 
 
 def is_fi_compat_proxy(obj: object) -> bool:

@@ -32,10 +32,9 @@ from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
-logger = logging.getLogger(__name__)
+from .specs import DISTRIBUTION, PACKAGE
 
-DISTRIBUTION = "flashinfer-python"
-PACKAGE = "flashinfer"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -92,23 +91,37 @@ def package_directories(package: str = PACKAGE) -> list[str]:
     return list(spec.submodule_search_locations)
 
 
+def build_meta_version(source: str | bytes) -> str | None:
+    """The string ``__version__ = "..."`` assigns at module level in a
+    ``_build_meta.py`` source, or ``None`` (no such line, or not Python).
+    Parses with :mod:`ast`; executes nothing."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            return node.value.value
+    return None
+
+
 def read_build_meta_version(package: str = PACKAGE) -> str | None:
     """``__version__`` from ``<package>/_build_meta.py`` of the importable package, via ast."""
     for location in package_directories(package):
         path = os.path.join(location, "_build_meta.py")
         try:
             with open(path, encoding="utf-8") as handle:
-                tree = ast.parse(handle.read(), filename=path)
-        except (OSError, SyntaxError, ValueError):
+                source = handle.read()
+        except (OSError, ValueError):
             continue
-        for node in tree.body:
-            if (
-                isinstance(node, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
-                and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)
-            ):
-                return node.value.value
+        version = build_meta_version(source)
+        if version is not None:
+            return version
     return None
 
 

@@ -9,9 +9,11 @@ the guard all compare here, so they can never disagree about what "matches" mean
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional
+from typing import Optional
 
-from .specs import FunctionSpec
+from packaging.version import Version
+
+from .spec_model import FunctionSpec
 
 POSITIONAL_ONLY = "positional-only"
 POSITIONAL_OR_KEYWORD = "positional-or-keyword"
@@ -80,9 +82,15 @@ class Mismatch:
 # --------------------------------------------------------------------------- comparison
 
 
-def compare(spec: FunctionSpec, found: Optional[FoundFunction]) -> Optional[Mismatch]:
+def compare(
+    spec: FunctionSpec, found: Optional[FoundFunction], release: Optional[Version] = None
+) -> Optional[Mismatch]:
     """``None`` when ``found`` fits ``spec``; otherwise a :class:`Mismatch`
     whose ``difference`` names each problem in words.
+
+    ``release`` (the release ``found`` comes from) applies the renames and
+    removals the spec declares (:meth:`FunctionSpec.named_in`): they are
+    expected there, not differences.  Any other rename or removal still is.
 
     Fits means: every required parameter present; no parameter the spec does
     not know; known parameters in the spec's order; none positional-only or
@@ -91,6 +99,8 @@ def compare(spec: FunctionSpec, found: Optional[FoundFunction]) -> Optional[Mism
     """
     if found is None:
         return Mismatch(spec, None, "is missing (moved or removed)", ("missing",))
+    if release is not None:
+        spec = spec.named_in(release)
     problems: list[str] = []
     known = {p.name: p for p in spec.params}
     found_names = [p.name for p in found.params]
@@ -122,12 +132,3 @@ def compare(spec: FunctionSpec, found: Optional[FoundFunction]) -> Optional[Mism
     if not problems:
         return None
     return Mismatch(spec, found, "; ".join(problems), tuple(problems))
-
-
-Lookup = Callable[[FunctionSpec], Optional[FoundFunction]]
-
-
-def check_all(
-    specs: Iterable[FunctionSpec], lookup: Callable[[FunctionSpec], Optional[FoundFunction]]
-) -> list[Mismatch]:
-    return [m for m in (compare(spec, lookup(spec)) for spec in specs) if m is not None]

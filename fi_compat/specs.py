@@ -8,105 +8,29 @@ spells a flashinfer function name.
 
 Each :class:`Param` carries its default (``REQUIRED`` when it has none) and the
 first release that has it (``added_in``; ``None`` when the function always had
-it).  Parameter order is the newest release's positional order.  Every fact
+it); a renamed one its earlier name (``renamed_from``, one line:
+``FunctionSpec.renamed``), a removed one the first release without it
+(``removed_in``: ``FunctionSpec.removed``).  Parameter order is the newest release's positional order.  Every fact
 was read from the published wheels (``pip download --no-deps
 flashinfer-python==X``); docs/compatibility.md lists the releases.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
-from packaging.version import Version
+from packaging.specifiers import SpecifierSet
+
+from .spec_model import REQUIRED, FunctionSpec, Param
+
+#: The newest release every row of fi_compat.bounds was verified on (the
+#: matrix results): each row's verified range ends here, written once.
+VERIFIED_THROUGH = "0.7.4"
 
 
-class _Required:
-    """The default of a parameter that has none."""
-
-    _instance: Optional["_Required"] = None
-
-    def __new__(cls) -> "_Required":
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "REQUIRED"
-
-    def __reduce__(self) -> str:
-        return "REQUIRED"
-
-
-REQUIRED: Any = _Required()
-
-
-@dataclass(frozen=True)
-class Param:
-    """One expected parameter: its name, its default and the release that added it."""
-
-    name: str
-    default: Any = REQUIRED
-    added_in: Optional[str] = None
-
-    @property
-    def required(self) -> bool:
-        return self.default is REQUIRED
-
-    def present_in(self, release: Optional[Version]) -> bool:
-        """Whether ``release`` has this parameter (an unknown release: assume the newest)."""
-        return self.added_in is None or release is None or release >= Version(self.added_in)
-
-    def __str__(self) -> str:
-        return self.name if self.required else f"[{self.name}]"
-
-
-@dataclass(frozen=True)
-class FunctionSpec:
-    """Where flashinfer defines a function, and its parameters in the newest order.
-
-    ``added_in``: the first release that has the function at all.
-    """
-
-    module: str
-    name: str
-    params: tuple[Param, ...]
-    added_in: Optional[str] = None
-
-    @property
-    def qualname(self) -> str:
-        return f"{self.module}.{self.name}"
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.params)
-
-    def param(self, name: str) -> Param:
-        for param in self.params:
-            if param.name == name:
-                return param
-        raise KeyError(f"{self.qualname} has no parameter {name!r}")
-
-    def defaults(self) -> dict[str, Any]:
-        """Name -> default of every parameter that has one."""
-        return {p.name: p.default for p in self.params if not p.required}
-
-    def added_in_map(self) -> dict[str, str]:
-        """Name -> release, for every parameter added after the function."""
-        return {p.name: p.added_in for p in self.params if p.added_in is not None}
-
-    def present_in(self, release: Optional[Version]) -> bool:
-        return self.added_in is None or release is None or release >= Version(self.added_in)
-
-    def at(self, release: str) -> "FunctionSpec":
-        """The function as ``release`` has it: only the parameters it has."""
-        version = Version(release)
-        return FunctionSpec(
-            self.module, self.name, tuple(p for p in self.params if p.present_in(version)), self.added_in
-        )
-
-    def expected_text(self) -> list[str]:
-        return [str(p) for p in self.params]
+def verified_from(first: str) -> SpecifierSet:
+    """``>=first,<=VERIFIED_THROUGH``: a row's verified releases."""
+    return SpecifierSet(f">={first},<={VERIFIED_THROUGH}")
 
 
 def _params(spec: str, added_in: Optional[str] = None, **defaults: Any) -> tuple[Param, ...]:
@@ -114,6 +38,9 @@ def _params(spec: str, added_in: Optional[str] = None, **defaults: Any) -> tuple
     return tuple(Param(name, defaults.get(name, REQUIRED), added_in) for name in spec.split())
 
 
+#: flashinfer's import package and its distribution's name (what pip installs).
+PACKAGE = "flashinfer"
+DISTRIBUTION = "flashinfer-python"
 CORE_MODULE = "flashinfer.mla._core"
 CUTE_DSL_MONOLITHIC_MODULE = "flashinfer.cute_dsl.attention.monolithic.mla_decode"
 CUTE_DSL_BATCH_MLA_MODULE = "flashinfer.cute_dsl.attention.wrappers.batch_mla"

@@ -25,6 +25,10 @@ logging handlers, otherwise as one ``fi_compat WARNING: ...`` line on stderr
 ``FI_COMPAT_STRICT=1`` (``fi-compat run --strict``) the error is written to
 stderr and the interpreter exits with :data:`STRICT_EXIT_STATUS` before the
 application runs; an engine plugin re-raises instead, so the engine reports it.
+A strict mismatch found when the application imports flashinfer raises the
+typed error from that ``import`` (uncaught: a traceback and exit status 1), with
+nothing installed; one found where no import can carry it (an import that
+finished in another thread) writes the error and ends the process, status 1.
 
 Cost: importing fi_compat's public API (wrapt, packaging; no torch, no
 flashinfer) and one ``install()`` that registers a post-import hook, a few
@@ -78,7 +82,9 @@ def install_at_startup(origin: str, *, exit_on_strict_failure: bool = True) -> N
         # the public install, not the installer's: fi_compat.api also brings the
         # call API, which FI_COMPAT_TRANSPARENT=1 needs (api.py says why)
         from .api import install
+        from .lazy_rows import mark_startup
 
+        mark_startup(origin)  # a strict failure found later, off any import, ends the process
         install()
     except Exception as exc:  # noqa: BLE001 - any failure must be reported, none may stop start-up
         where = f"{origin}, pid {os.getpid()}, {sys.executable}"

@@ -72,3 +72,24 @@ def snapshot_of(s: State) -> Snapshot:
         tuple(s.messages),
         s.error,
     )
+
+
+#: Phases in which an install's settings are in force (a failed one left nothing installed).
+IN_FORCE = ("pending", "installed", "unsupported", "disabled")
+
+
+def keeping_earlier_arguments(s: State, given: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` with each omitted (``None``) argument replaced by the value an
+    earlier ``install()`` argument put in force.  Settings that came from the
+    environment or the defaults are resolved again, as before; after
+    ``uninstall()`` nothing is kept.  The installer's lock held; costs a dict walk."""
+    if s.phase not in IN_FORCE:
+        return dict(given)
+    kept = {
+        name: setting.value for name, setting in s.settings.items() if setting.source == "argument" and name in given
+    }
+    return {name: kept.get(name) if value is None else value for name, value in given.items()}
+
+
+def values(settings: Mapping[str, config.Setting]) -> dict[str, Any]:
+    return {name: setting.value for name, setting in settings.items()}

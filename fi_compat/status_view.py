@@ -9,12 +9,13 @@ reached flashinfer's cache directly would show there as entries.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any, Optional
 
 from ._version import __version__
 from .bounds import BOUND, ReleaseVerdict
 from .lookup import foreign_memo
+from .lookup.modules import loaded
+from .proxies import is_fi_compat_proxy
 from .release_detection import detect_release
 from .specs import CORE_MODULE, TUNING_CONFIG_BUILDER
 from .state import Snapshot
@@ -25,7 +26,8 @@ def _flashinfer_cache(verdict: Any) -> Optional[dict[str, Any]]:
     found = verdict.found
     if found is None or found.obj is None:
         return None
-    original = getattr(found.obj, "_fi_compat_original", found.obj)
+    # the cache under flashinfer's decorators, if that is where it sits
+    original = found.site.cache if found.site is not None else getattr(found.obj, "_fi_compat_original", found.obj)
     info = getattr(original, "cache_info", None)
     if not callable(info):
         return None
@@ -44,12 +46,12 @@ def _outcome(snap: Snapshot) -> Optional[str]:
 
 
 def _trtllm(snap: Snapshot) -> dict[str, Any]:
-    core = sys.modules.get(CORE_MODULE)
+    core = loaded(CORE_MODULE)
     current = getattr(core, TUNING_CONFIG_BUILDER.name, None)
     present = foreign_memo(current) is not None
     position = None
     if present:
-        if getattr(current, "_fi_compat_wrapper", False):
+        if is_fi_compat_proxy(current):
             position = "inside fi_compat's builder memo"  # it came first: fi_compat memoizes around it
         elif snap.installation is not None and "builder" in snap.verdicts and snap.verdicts["builder"].kind == BOUND:
             position = "around fi_compat's builder memo"  # it came second and wrapped fi_compat's proxy
@@ -66,12 +68,13 @@ def summary_line(snap: Snapshot) -> str:
     bound, other = [], []
     for name, verdict in snap.verdicts.items():
         if verdict.kind != BOUND:
-            other.append(f"{name}: {verdict.kind}")
+            other.append(f"{name}: {verdict.kind}" + (" until imported" if name in snap.waiting else ""))
         elif name not in snap.waiting:
             bound.append(f"{name} ({caches[name].maxsize})" if name in caches else name)
     parts = [f"flashinfer {snap.release}", f"pid {os.getpid()}", f"bounded: {', '.join(bound) or '-'}"]
-    if snap.waiting:
-        parts.append(f"bounded when imported: {', '.join(sorted(snap.waiting))}")
+    waiting = sorted(name for name in snap.waiting if snap.verdicts[name].kind == BOUND)
+    if waiting:
+        parts.append(f"bounded when imported: {', '.join(waiting)}")
     if other:
         parts.append("; ".join(other))
     workaround = _trtllm(snap)
@@ -111,7 +114,7 @@ def render(snap: Snapshot) -> dict[str, Any]:
             "module_version": release.module_version,
             "notes": list(release.notes),
         },
-        "flashinfer_imported": sys.modules.get(CORE_MODULE) is not None,
+        "flashinfer_imported": loaded(CORE_MODULE) is not None,
         "bounds": bounds,
         "patched": patched,
         "caches": caches,

@@ -17,27 +17,12 @@ milliseconds); per call, one extra Python frame before :func:`mla_decode`.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable
 
 from .adapters.base import Plan, PatchStep
+from .lookup.modules import holders, loaded
 from .proxies import CallThrough
 from .specs import DECODE
-
-
-def _holders(original: Any) -> tuple[tuple[Any, str], ...]:
-    found = []
-    for name, module in list(sys.modules.items()):
-        if module is None or name == DECODE.module:
-            continue
-        try:
-            namespace = vars(module)
-        except TypeError:
-            continue
-        for attribute, value in list(namespace.items()):
-            if value is original:
-                found.append((module, attribute))
-    return tuple(found)
 
 
 def plan(route: Callable[..., Any]) -> Plan:
@@ -45,9 +30,11 @@ def plan(route: Callable[..., Any]) -> Plan:
     ``flashinfer.mla._core``: every holder calls ``route(*args, **kwargs)``
     (the call API) instead.  Registered with the installer by
     :mod:`fi_compat.call_api`, which this module never imports."""
-    core = sys.modules[DECODE.module]
+    core = loaded(DECODE.module)
+    if core is None:
+        raise KeyError(DECODE.module)  # the installer calls this only once the module is imported
     original = getattr(core, DECODE.name)
-    targets = _holders(original)
+    targets = holders(original, skip=(DECODE.module,))
     if not targets:
         return Plan()
     proxy = CallThrough(original, lambda wrapped, args, kwargs: route(*args, **kwargs))

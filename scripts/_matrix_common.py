@@ -50,10 +50,11 @@ def release_list() -> ModuleType:
 # Left out, each because no covered module imports it (tests/test_results_fresh.py
 # checks that), so no change to it alters a result:
 #   commands/, cli.py, __main__.py  the CLI tools (soak, guard, doctor, audit);
+#   diagnosis/                      the doctor's report (reads the state, changes nothing);
 #   release_list.py                 which releases need a result: checked by
 #                                    membership instead (a new release needs
 #                                    its own run, not a re-run of all 18).
-NOT_IN_CODE_FINGERPRINT = ("commands/", "cli.py", "__main__.py", "release_list.py")
+NOT_IN_CODE_FINGERPRINT = ("commands/", "diagnosis/", "cli.py", "__main__.py", "release_list.py")
 
 #: What decides a result besides the library: the suite, its helpers, the
 #: growth measurement, pytest's settings and the dependency bounds.  A change

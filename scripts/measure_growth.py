@@ -32,8 +32,6 @@ device, with only the trtllm-gen kernel-module loader stubbed
 from __future__ import annotations
 
 import argparse
-import contextlib
-from collections import deque
 import gc
 import inspect
 import json
@@ -41,7 +39,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 PAGE_SIZE = 32
 PAGES_PER_SEQ = 512  # block-table capacity 16384 tokens: every measured value stays below it
@@ -52,22 +50,11 @@ QK_NOPE_HEAD_DIM = 128
 SEQ_LEN = 64
 
 
-@contextlib.contextmanager
-def host(device: str) -> Iterator[Any]:
-    if device == "cpu":
-        from fi_compat.testing import cpu_host
+def host(device: str) -> Any:
+    # The recorder keeps one launch (tensors and ints): more would show up as growth.
+    from fi_compat.testing.hosts import flashinfer_host
 
-        with cpu_host() as h:
-            # The shim keeps the last 4096 launches (tensors and ints): keep one,
-            # or the recorder itself would show up as growth.
-            h.recorder.launches = deque(maxlen=1)
-            yield h
-    else:
-        from fi_compat.testing import LaunchRecorder
-        from fi_compat.testing.loader_stub import stub_trtllm_gen_loader
-
-        with stub_trtllm_gen_loader(LaunchRecorder(keep=1)) as recorder:
-            yield recorder
+    return flashinfer_host(device, keep=1)
 
 
 def make_inputs(torch: Any, device: str) -> dict[str, Any]:
@@ -98,15 +85,14 @@ def decode_call(flashinfer: Any, t: dict[str, Any]) -> Callable[[int], Any]:
 
 
 def builder_call(core: Any, t: dict[str, Any]) -> Callable[[int], Any]:
+    from fi_compat.testing.builder import builder_arguments
+
     def call(max_seq_len: int) -> Any:
         # Looked up per call: fi_compat.install() replaces the module attribute.
         fn = core._build_mla_decode_tuning_config
         accepted = inspect.signature(fn).parameters
-        kwargs = dict(
-            kv_cache=t["kv_cache"], block_tables=t["block_tables"], workspace_buffer=t["workspace_buffer"],
-            runner_names=["trtllm-gen"], q_len=1, num_heads=NUM_HEADS, kv_lora_rank=KV_LORA_RANK,
-            max_seq_len=max_seq_len, device=t["device"],
-        )
+        kwargs = builder_arguments(kv_cache=t["kv_cache"], block_tables=t["block_tables"],
+                                   workspace_buffer=t["workspace_buffer"], max_seq_len=max_seq_len, device=t["device"])
         return fn(**{k: v for k, v in kwargs.items() if k in accepted or "kwargs" in accepted})
 
     return call

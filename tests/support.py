@@ -142,15 +142,9 @@ def trtllm_style_memo(original: Any) -> Any:
 def build_meta_config(core: Any, max_seq_len: int, width: int) -> Any:
     """flashinfer's builder on ``meta`` tensors (shapes only: 64 pages of 32,
     ``width`` block-table columns), trtllm-gen runner, as the decode path calls it."""
-    import torch
+    from fi_compat.testing.builder import builder_arguments
 
-    return core._build_mla_decode_tuning_config(
-        kv_cache=torch.empty(64, 32, 576, device="meta"),
-        block_tables=torch.empty(2, width, dtype=torch.int32, device="meta"),
-        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
-        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512,
-        max_seq_len=max_seq_len, device=torch.device("cpu"),
-    )
+    return core._build_mla_decode_tuning_config(**builder_arguments(tables=(2, width), max_seq_len=max_seq_len))
 
 
 def entry_arguments(function: Any) -> "contextlib.AbstractContextManager[list[dict[str, Any]]]":

@@ -15,8 +15,8 @@ import pytest
 
 import fi_compat
 from fi_compat import specs
-from fi_compat.commands import doctor
-from fi_compat.commands.doctor import environment
+from fi_compat import diagnosis as doctor
+from fi_compat.diagnosis import environment
 from fi_compat.commands.guard.check import check_wheel
 from fi_compat.lookup import TRTLLM_MARKER
 
@@ -44,7 +44,7 @@ EXPECTED_SECTIONS = {
     "trtllm_workaround": {"present", "position", "checked_in", "tensorrt_llm_imported", "tensorrt_llm_installed",
                           "note"},
     "census": {"taken", "caches", "flashinfer_unbounded", "flashinfer_unbounded_entries", "fi_compat",
-               "grown_behind_fi_compat"},
+               "grown_behind_fi_compat", "walked"},
 }
 EXPECTED_ROW = {"name", "cache", "verdict", "verified", "reason", "where", "checked_on", "memo", "maxsize",
                 "grows_with", "patched", "waiting_for", "fi_compat", "flashinfer"}
@@ -108,6 +108,16 @@ def test_no_import_judges_the_installed_source_as_the_guard_judges_its_wheel(rea
     guard = check_wheel(real_wheel(release), "--wheel")
     assert verdicts(report["bounds"]["rows"]) == verdicts(guard.bounds)
     assert report["call_api"]["status"] == "ok"
+
+
+def test_fi_compat_path_is_the_package_directory():
+    """The report's path is where this fi_compat was imported from (the report
+    lives in fi_compat/diagnosis/, one directory below the package)."""
+    import os
+
+    import fi_compat
+
+    assert doctor.environment.fi_compat_section()["path"] == os.path.dirname(os.path.abspath(fi_compat.__file__))
 
 
 def test_invalid_environment_value_is_reported_not_raised(monkeypatch):
@@ -196,7 +206,7 @@ except Exception as exc:
 else:
     failure = None
 import fi_compat
-from fi_compat.commands import doctor
+from fi_compat import diagnosis as doctor
 after = doctor.gather(in_process=True)
 text = fi_compat.doctor_report()
 during = None

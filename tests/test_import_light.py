@@ -3,7 +3,7 @@ imports form no cycle."""
 
 from __future__ import annotations
 
-import ast
+import importlib.util
 import json
 import subprocess
 import sys
@@ -61,50 +61,25 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
 
 
-def _target(module: str, is_package: bool, node: ast.ImportFrom) -> str:
-    if node.level == 0:
-        return node.module or ""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
+def _layer_diagram():
+    """scripts/layer_diagram.py: the one reader of fi_compat's import graph."""
+    spec = importlib.util.spec_from_file_location("layer_diagram", Path(__file__).resolve().parents[1] / "scripts" / "layer_diagram.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _is_type_checking(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+#: ``module -> (imported at import time, imported only inside functions)``:
+#: module level, also under ``if``/``try``, not under ``if TYPE_CHECKING``;
+#: the lazy names of ``fi_compat/__init__.py`` count as deferred imports.
+GRAPH = _layer_diagram().module_imports(PACKAGE)
 
 
 def imports(module: str, deferred: bool) -> set[str]:
-    """fi_compat modules ``module`` imports: at import time (module level, also
-    under ``if``/``try``; not under ``if TYPE_CHECKING``), plus, with
-    ``deferred``, those imported inside functions.  The lazy names of
-    ``fi_compat/__init__.py`` count as deferred imports of their modules."""
-    path = MODULES[module]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: set[str] = set()
-
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if _is_type_checking(node):
-                continue
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if deferred:
-                    visit(node.body)
-                continue
-            if isinstance(node, ast.ImportFrom):
-                target = _target(module, path.name == "__init__.py", node)
-                for alias in node.names:
-                    found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in MODULES else target)
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            for field in ("body", "orelse", "finalbody"):
-                visit(getattr(node, field, None) or [])
-            for handler in getattr(node, "handlers", None) or []:
-                visit(handler.body)
-
-    visit(tree.body)
-    if deferred and module == "fi_compat":
-        found.update(f"fi_compat.{target}" for target in fi_compat._LAZY.values())
-    return {name for name in found if name in MODULES and name != module}
+    """fi_compat modules ``module`` imports at import time, plus, with
+    ``deferred``, those imported inside functions."""
+    eager, later = GRAPH[module]
+    return (eager | later if deferred else set(eager)) - {module}
 
 
 def cycles(deferred: bool) -> list[list[str]]:
@@ -148,3 +123,21 @@ def test_no_import_cycle_through_deferred_imports_either():
 def test_every_command_module_exists():
     for module in COMMANDS.values():
         assert module[0] in MODULES, module
+
+
+#: The command line: the one part of the package that may import the commands.
+COMMAND_LINE = ("fi_compat.commands", "fi_compat.cli", "fi_compat.__main__")
+
+
+def test_the_library_never_imports_the_commands():
+    """Arrows go from the commands into the library, never back (deferred
+    imports and ``fi_compat``'s lazy names included): ``fi_compat.doctor_report``
+    lives in ``fi_compat.diagnosis``, which ``fi-compat doctor`` prints."""
+    upward = sorted(
+        f"{module} -> {target}"
+        for module in MODULES
+        if not module.startswith(COMMAND_LINE)
+        for target in imports(module, deferred=True)
+        if target.startswith("fi_compat.commands")
+    )
+    assert upward == []

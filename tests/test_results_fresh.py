@@ -102,12 +102,12 @@ def left_out(common, module: str) -> bool:
 
 
 #: Imports of left-out modules that cannot change a result, each with why:
-#: ``fi_compat.doctor_report`` is a public name leading *into* a command,
+#: ``fi_compat.doctor_report`` is a public name leading into the doctor's report,
 #: resolved lazily on access and called by no library code; bounds reads
 #: release_list only for membership ("verified" means the matrix lists the
 #: release), which check_results_fresh checks per release instead.
 IMPORTS_THAT_CANNOT_CHANGE_A_RESULT = {
-    ("__init__.py", "commands/doctor"), ("__init__.py", "commands/doctor/doctor_report"),
+    ("__init__.py", "diagnosis"), ("__init__.py", "diagnosis/doctor_report"),
     ("bounds.py", "release_list"),
 }
 

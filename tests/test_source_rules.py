@@ -69,3 +69,47 @@ def test_no_flashinfer_function_name_is_spelled_outside_specs():
                for path in sources() if path != SPECS
                for line, text in string_literals(path) if NAME.search(text)]
     assert spelled == []
+
+
+#: Library modules that may read ``sys.modules`` by name themselves, each with why:
+#: the lookup package (the one place), the process's startup hook (fi_compat's
+#: own module), release detection (runs at interpreter start: importing the
+#: lookup package there would cost its ``ast``/source modules on every start),
+#: and the proxies' pickling (the original's own module, whatever it is).
+SYS_MODULES_READERS = ("fi_compat/lookup/", "fi_compat/_sitecustomize/", "fi_compat/release_detection.py",
+                       "fi_compat/proxies.py")
+
+
+def sys_modules_lookups(source: str) -> list[int]:
+    """Lines that look a module up by name in ``sys.modules`` (``sys.modules[x]``
+    read, ``sys.modules.get(x)``); ``del`` and assignment are not lookups."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        target = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            target = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            target = node.func.value
+        if target is not None and ast.unparse(target) == "sys.modules":
+            found.append(node.lineno)
+    return found
+
+
+def test_sys_modules_lookups_go_through_lookup():
+    """Every library lookup of an imported module goes through
+    :mod:`fi_compat.lookup` (``lookup.modules.loaded``), so a flashinfer module
+    is found by one set of rules.  The command line and the CPU-host shim (which
+    patches every flashinfer module, it does not look one up) are not library."""
+    root = Path(__file__).resolve().parents[1]
+    offending = []
+    for path in sorted((root / "fi_compat").rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith(("fi_compat/commands/", "fi_compat/testing/") + SYS_MODULES_READERS):
+            continue
+        offending += [f"{relative}:{line}" for line in sys_modules_lookups(path.read_text(encoding="utf-8"))]
+    assert offending == []
+
+
+def test_the_sys_modules_rule_can_fail():
+    lines = sys_modules_lookups("import sys\na = sys.modules['flashinfer']\nb = sys.modules.get(x)\ndel sys.modules[y]\n")
+    assert lines == [2, 3]

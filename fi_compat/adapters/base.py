@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from types import CellType
+from typing import Any, Callable, Optional
 
 from ..cache import BoundedCache
 
@@ -24,7 +25,7 @@ logger = logging.getLogger("fi_compat.adapters")
 class PatchStep:
     """Replace ``original`` with ``proxy`` at every ``(module, attribute)`` in ``targets``.
 
-    ``proxy``: a memo (:class:`fi_compat.proxies.MemoizedFunction`, a plain
+    ``proxy``: a memo (:func:`fi_compat.proxies.memoized_function`, a plain
     function) or transparent mode's :class:`~fi_compat.proxies.CallThrough`.
 
     ``targets`` lists every module attribute that held the original (a
@@ -46,7 +47,10 @@ class PatchStep:
         return self.proxy if self.value is None else self.value
 
     def where(self) -> list[str]:
-        return [f"{_name(owner)}.{attribute}" for owner, attribute in self.targets]
+        return [
+            f"{self.name} (under a decorator)" if isinstance(owner, CellType) else f"{_name(owner)}.{attribute}"
+            for owner, attribute in self.targets
+        ]
 
 
 @dataclass
@@ -124,8 +128,7 @@ def _restore(applied: _Applied) -> list[str]:
     leftovers = []
     step = applied.step
     for owner, attribute in reversed(applied.replaced):
-        # __dict__, not getattr: a class member's descriptor, not the bound method
-        if vars(owner).get(attribute) is step.installed_value:
+        if _current(owner, attribute) is step.installed_value:
             setattr(owner, attribute, step.original)
         else:
             step.proxy.fi_compat_deactivate()
@@ -139,12 +142,27 @@ def _restore(applied: _Applied) -> list[str]:
     return leftovers
 
 
+def _current(owner: Any, attribute: str) -> Any:
+    """What ``owner.attribute`` holds now: from ``__dict__``, not getattr (a
+    class member's descriptor, not the bound method); a closure cell (a slot in
+    a decorator stack) has no ``__dict__`` and answers ``cell_contents``."""
+    if isinstance(owner, CellType):
+        try:
+            return owner.cell_contents
+        except ValueError:
+            return None
+    return vars(owner).get(attribute)
+
+
 def _name(owner: Any) -> str:
-    """``module`` or ``module.Class``, for messages."""
+    """``module`` or ``module.Class``, for messages (a closure cell or a
+    decorator's ``__wrapped__``: the decorator stack it sits in)."""
+    if isinstance(owner, CellType):
+        return "a decorator's closure"
+    if not isinstance(owner, type) and not hasattr(owner, "__name__"):
+        return type(owner).__name__
+    if callable(owner) and not isinstance(owner, type) and hasattr(owner, "__qualname__"):
+        return f"{getattr(owner, '__module__', '?')}.{owner.__qualname__}"
     if isinstance(owner, type):
         return f"{owner.__module__}.{owner.__qualname__}"
     return owner.__name__
-
-
-def qualnames(steps: Iterable[PatchStep]) -> list[str]:
-    return [where for step in steps for where in step.where()]

@@ -25,18 +25,22 @@ from typing import Any, Callable, Hashable, Optional
 
 from ..cache import BoundedCache
 from ..lookup import NO_MEMO, Found
-from ..proxies import MemoizedFunction
+from ..lookup.memo_site import find_cache
+from ..proxies import memoized_function
 from . import keys
 from .base import Plan, PatchStep
-from .builder_entries import batch_cap_of, fast_entry
+from .batch_cap import batch_cap_of
+from .builder_entries import fast_entry
 from .keys import ArgumentLayout
 
 
-def _layout_of(target: Callable, fallback_names: tuple[str, ...], fallback_defaults: dict) -> ArgumentLayout:
+def _layout_of(
+    target: Callable, fallback_names: tuple[str, ...], fallback_defaults: dict, renamed: dict[str, str]
+) -> ArgumentLayout:
     try:
-        return ArgumentLayout.of(target)
+        return ArgumentLayout.of(target, renamed)
     except (TypeError, ValueError):  # no introspectable signature: use the spec's
-        return ArgumentLayout(fallback_names, fallback_defaults)
+        return ArgumentLayout(fallback_names, fallback_defaults, renamed)
 
 
 def _raw_fallback(target: Callable, cache: BoundedCache) -> Callable[[tuple, dict], Any]:
@@ -98,14 +102,24 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
 
     Cost: one ``inspect.signature``; nothing of flashinfer's runs.
     """
-    original = found.obj
-    replaces_cache = found.memo != NO_MEMO
-    target = original.__wrapped__ if replaces_cache else original
+    # A cache under decorators is bounded where it sits (found.site): the outer
+    # decorators stay at the module attribute and call the proxy instead.
+    site = found.site
+    flashinfer_cache: Any = None
+    if site is not None:
+        original = flashinfer_cache = site.cache
+    else:
+        original = found.obj
+        located = find_cache(original, bound.spec.name.rsplit(".", 1)[-1]) if found.memo != NO_MEMO else None
+        # located.cache is not original for a stack none of whose slots fi_compat can write: replaced whole
+        flashinfer_cache = None if located is None else located.cache
+    replaces_cache = flashinfer_cache is not None
+    target = flashinfer_cache.__wrapped__ if replaces_cache else original
     spec_defaults = bound.spec.defaults()
     # A (**kwargs) wrapper (TensorRT-LLM's builder memo) is laid out by the
     # parameters the lookup found for this release, not the newest spec's.
     names = tuple(p.name for p in found.function.params) or bound.spec.names
-    layout = _layout_of(target, names, spec_defaults)
+    layout = _layout_of(target, names, spec_defaults, bound.spec.earlier_names())
     # the builder's key holds the cute-dsl batch cap, computed as the builder does
     batch_cap = batch_cap_of(target) if bound.key is keys.builder_key else None
     key_of = keys.builder_key(layout, batch_cap) if batch_cap is not None else bound.key(layout)
@@ -161,20 +175,16 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     entry = fast_entry(target) if bound.key is keys.builder_key and not replaces_cache else None
     if entry is not None and batch_cap is not None:
         entry = functools.partial(entry, batch_cap=batch_cap)
-    proxy = MemoizedFunction(original, cache, key, miss, fallback, entry=entry, fill=_keeping_unless_probing(cache))
-    if found.descriptor is not None:  # a class member: put the same descriptor back around the proxy
+    proxy = memoized_function(original, cache, key, miss, fallback, entry=entry, fill=_keeping_unless_probing(cache))
+    clear = flashinfer_cache.cache_clear if replaces_cache else None
+    if site is not None:  # the slots inside the decorator stack, and module attributes holding the cache
+        step = PatchStep(bound.spec.qualname, original, proxy, site.holders, before=clear)
+    elif found.descriptor is not None:  # a class member: put the same descriptor back around the proxy
         step = PatchStep(
-            bound.spec.qualname,
-            found.raw,
-            proxy,
-            found.aliases,
-            before=original.cache_clear if replaces_cache else None,
-            value=found.descriptor(proxy),
+            bound.spec.qualname, found.raw, proxy, found.aliases, before=clear, value=found.descriptor(proxy)
         )
     else:
-        step = PatchStep(
-            bound.spec.qualname, original, proxy, found.aliases, before=original.cache_clear if replaces_cache else None
-        )
+        step = PatchStep(bound.spec.qualname, original, proxy, found.aliases, before=clear)
     notes = []
     if found.foreign:
         notes.append(

@@ -24,9 +24,8 @@ original (same function name, same parameters).
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Optional, cast
+from typing import Any, Callable, Optional
 
-from .. import specs
 from ..cache import MISSING
 from .keys import builder_key_of
 
@@ -237,71 +236,6 @@ def _entry_0_6_13(
 
 
 ENTRIES = (_entry_0_6_17, _entry_0_6_16, _entry_0_6_13)
-
-_MAX_BATCH = "_TRTLLM_GEN_MLA_MAX_BATCH"
-
-
-def batch_cap_of(builder: Callable) -> Optional[Callable[..., Optional[int]]]:
-    """The cute-dsl batch cap as ``builder`` computes it, for its memo's key; ``None``
-    where the builder's module has no batch cap (TensorRT-LLM's replacement).
-
-    ``_compute_mla_decode_buckets`` calls ``_cute_dsl_max_supported_batch`` by
-    keyword with the workspace size, the SM count of the device
-    (``cute_dsl.utils.get_num_sm``) and ``_TRTLLM_GEN_MLA_MAX_BATCH`` as the
-    candidate maximum; this does the same, through the names of the builder's
-    own module at call time, so the installed batch-cap memo answers it; where
-    that memo is not installed it returns ``None`` (no search per call).  Only
-    the keywords the installed search takes are passed.  Any error returns
-    ``None`` (the key then holds the cap's inputs, as without this, and the
-    builder raises its own error).  Cost of a batch-cap hit: about 2 us.
-    """
-    import importlib
-
-    namespace = getattr(builder, "__globals__", None)
-    name = specs.CUTE_DSL_BATCH_CAP.name
-    if not isinstance(namespace, dict) or name not in namespace or _MAX_BATCH not in namespace:
-        return None
-    package = namespace.get("__package__") or ""
-    resolved: dict[str, Any] = {}
-
-    def batch_cap(
-        workspace_bytes: int,
-        q_len: Any,
-        num_heads: Any,
-        kv_lora_rank: Any,
-        device: Any,
-        max_seq_len: int,
-        cute_dsl_impl: Any,
-        enable_dcp: Any,
-    ) -> Optional[int]:
-        try:
-            search = namespace[name]
-            if not getattr(search, "_fi_compat_memo", False):
-                return None  # unbounded (the batch-cap row not installed): a 13-step search per key is no key
-            if resolved.get("search") is not search:
-                target = cast(Callable[..., Any], getattr(search, "__wrapped__", search))
-                resolved["search"], resolved["names"] = search, frozenset(inspect.signature(target).parameters)
-            if "utils" not in resolved:  # the function is read per call, as the builder's own import does
-                resolved["utils"] = importlib.import_module("..cute_dsl.utils", package)
-            keywords = {
-                "workspace_bytes": workspace_bytes,
-                "q_len": q_len,
-                "num_heads": num_heads,
-                "kv_lora_rank": kv_lora_rank,
-                "max_active_blocks": resolved["utils"].get_num_sm(device),
-                "max_seq_len": max_seq_len,
-                "candidate_max": namespace[_MAX_BATCH],
-                "cute_dsl_impl": cute_dsl_impl,
-                "sinks": None,
-                "enable_dcp": enable_dcp,
-            }
-            names = resolved["names"]
-            cap = search(**{k: v for k, v in keywords.items() if k in names})
-        except Exception:  # the builder itself then runs, and raises what it raises
-            return None
-        return cap if type(cap) is int else None
-
-    return batch_cap
 
 
 def _parameters(signature: inspect.Signature) -> list[tuple]:

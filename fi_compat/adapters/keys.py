@@ -23,14 +23,21 @@ from __future__ import annotations
 from typing import Any, Callable, Hashable, Optional
 
 from .layout import ArgumentLayout, as_int
+from .sizer_keys import (
+    K_TILE,
+    SEARCH_LOWEST_PROBE,
+    batch_cap_key,
+    k_tile_ceiling,
+    monolithic_split_kv_key,
+    saturated_k_tiles,
+    saturated_length,
+    split_kv_key,
+)
 
 PROFILE_LADDER_BITS = 4
 """Significant bits kept by :func:`profile_ladder`: 8 values per doubling,
 never more than 12.5 % below the input.  A 1,048,576-token context needs at
 most 8 * 20 + 16 = 176 distinct profile lengths."""
-
-K_TILE = 128
-"""``mma_qk_tile_n`` of the cute-dsl MLA decode kernel: the K-tile length the sizer divides by."""
 
 
 def profile_ladder(length: int) -> int:
@@ -46,16 +53,6 @@ def profile_ladder(length: int) -> int:
         return length
     shift = length.bit_length() - PROFILE_LADDER_BITS
     return (length >> shift) << shift
-
-
-def k_tile_ceiling(max_seq_len: Any) -> Any:
-    """The smallest multiple of :data:`K_TILE` that is ``>= max_seq_len``: the
-    representative of every length with the same K-tile count.  Anything but a
-    positive ``int`` is returned unchanged (flashinfer then behaves, and
-    raises, exactly as for the caller's value)."""
-    if type(max_seq_len) is int and max_seq_len > 0:
-        return -(-max_seq_len // K_TILE) * K_TILE
-    return max_seq_len
 
 
 def tuning_config_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
@@ -154,33 +151,6 @@ def nearest_profile_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tu
     return key
 
 
-def split_kv_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
-    """Key (and normalised arguments) of a cute-dsl split-KV / workspace sizer:
-    ``max_seq_len`` -> :func:`k_tile_ceiling`.  Releases whose sizer has no
-    ``max_seq_len`` key on the arguments as they are (still bounded)."""
-    position = layout.index.get("max_seq_len")
-
-    def key(values: tuple) -> Optional[tuple]:
-        if position is not None:
-            values = (*values[:position], k_tile_ceiling(values[position]), *values[position + 1 :])
-        return values  # hashed once, by the memo's lookup (see exact_key)
-
-    return key
-
-
-def batch_cap_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
-    """Key of the cute-dsl batch cap (``_cute_dsl_max_supported_batch``): :func:`split_kv_key`'s.
-    The search reads ``max_seq_len`` only to hand it to the sizer at each step:
-    one entry per K-tile class.  A call with ``sinks`` (tensors that choose the
-    sizer) is not keyed: it goes to flashinfer's function, which caches nothing."""
-    by_k_tile, sinks = split_kv_key(layout), layout.index.get("sinks")
-
-    def key(values: tuple) -> Optional[tuple]:
-        return None if sinks is not None and values[sinks] is not None else by_k_tile(values)
-
-    return key
-
-
 BUILDER_SCALARS = (
     "q_len",
     "num_heads",
@@ -254,7 +224,7 @@ def builder_key_of(
       the cute-dsl cap (the search never goes above that candidate maximum), so
       the key holds no length of its own.  A cute-dsl-only call with ``sinks``
       is not keyed (the cap may depend on them).  With ``batch_cap``
-      (:func:`fi_compat.adapters.builder_entries.batch_cap_of`: the cap as the
+      (:func:`fi_compat.adapters.batch_cap.batch_cap_of`: the cap as the
       builder computes it, through the bounded batch-cap memo) the key holds
       the cap itself instead, the only thing of these the buckets read: one
       entry per profile length, not per K-tile class.
@@ -328,6 +298,7 @@ __all__ = [
     "BUILDER_SCALARS",
     "K_TILE",
     "PROFILE_LADDER_BITS",
+    "SEARCH_LOWEST_PROBE",
     "as_int",
     "batch_cap_key",
     "builder_key",
@@ -336,8 +307,11 @@ __all__ = [
     "exact_key",
     "fresh_builder_arguments",
     "k_tile_ceiling",
+    "monolithic_split_kv_key",
     "nearest_profile_key",
     "profile_ladder",
+    "saturated_k_tiles",
+    "saturated_length",
     "split_kv_key",
     "tuning_config_key",
 ]

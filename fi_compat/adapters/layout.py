@@ -33,17 +33,26 @@ class ArgumentLayout:
     goes through).  Each call shape -- number of positional arguments and the
     keyword names in order -- is compiled once into an ``itemgetter``; a call
     then costs one dict lookup and one C-level gather.
+
+    ``renamed`` (earlier name -> current name, ``FunctionSpec.earlier_names``)
+    makes :attr:`index` find a parameter a release calls by its earlier name
+    under its current name too, which is what the keys look up.
     """
 
-    def __init__(self, names: Sequence[str], defaults: Mapping[str, Any]) -> None:
+    def __init__(
+        self, names: Sequence[str], defaults: Mapping[str, Any], renamed: Optional[Mapping[str, str]] = None
+    ) -> None:
         self.names = tuple(names)
         self.defaults = dict(defaults)
         self.index = {name: i for i, name in enumerate(self.names)}
+        for earlier, current in (renamed or {}).items():
+            if earlier in self.index and current not in self.index:
+                self.index[current] = self.index[earlier]
         self._required = frozenset(n for n in self.names if n not in self.defaults)
         self._shapes: dict[tuple, Optional[Callable[[tuple, dict], tuple]]] = {}
 
     @classmethod
-    def of(cls, function: Callable) -> "ArgumentLayout":
+    def of(cls, function: Callable, renamed: Optional[Mapping[str, str]] = None) -> "ArgumentLayout":
         """The layout of ``function``'s named parameters (``*args`` / ``**kwargs``
         name no argument: a call using them does not bind, and takes the fallback).
 
@@ -63,6 +72,7 @@ class ArgumentLayout:
         return cls(
             [p.name for p in parameters],
             {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty},
+            renamed,
         )
 
     def complete(self, args: tuple, kwargs: dict) -> Optional[tuple]:

@@ -128,6 +128,11 @@ def report_text(timed: dict[str, dict], traced: dict[str, dict], options: dict[s
     if memos:
         lines.append("fi_compat memos (entries, approx. size, second-half miss rate of the lookups):")
         lines.extend(f"  {line}" for line in memos)
+    for variant, result in traced.items():
+        sites = result.get("memory_sites")
+        if sites is not None:  # fi_compat.memory_census: grows per distinct length and nothing bounds it
+            lines.append(f"census by memory, {variant}:" + ("" if sites else " nothing grows per distinct length"))
+            lines.extend(f"  {site['where']}: {site['what']}, {site['bytes_per_length']:.0f} B per length" for site in sites[:8])
     for variant, result in timed.items():
         growth = census_growth(result)
         lines.append(f"caches that grew, {variant}:" + ("" if growth else " none"))

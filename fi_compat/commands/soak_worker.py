@@ -139,7 +139,7 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
     import torch
 
     import fi_compat
-    from .. import census
+    from .. import census, memory_census
     from ..testing import cpu_host, workload
 
     lengths, sizes = options["lengths"], options["batch_sizes"]
@@ -177,6 +177,12 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
         gc.collect()
         if traced:
             tracemalloc.start()
+            # the census by memory (fi_compat.memory_census): fi_compat's caches are left as they are,
+            # the halves being long enough for its bounds to fill before the second
+            points = [memory_census.take_point(clear=False)]
+        # what the census points taken inside the traced stretch hold (a snapshot of
+        # flashinfer's traces, hundreds of KiB) is the soak's, not the workload's growth
+        own = 0
         traced_start = tracemalloc.get_traced_memory()[0] if traced else 0
         rss_start = _rss_bytes() or 0
         clock, cpu_clock = time.perf_counter, time.thread_time
@@ -198,19 +204,31 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
             host.recorder.launches.clear()
             if step + 1 == half:
                 half_used = tracemalloc.get_traced_memory()[0] - traced_start if traced else None
+                if traced:
+                    held = tracemalloc.get_traced_memory()[0]
+                    points.append(memory_census.take_point(clear=False))
+                    own += tracemalloc.get_traced_memory()[0] - held
                 half_caches = fi_compat.status()["caches"] if variant == "fi_compat" else None
             if (step + 1) % every == 0 or step + 1 == total:
                 used = (
-                    (tracemalloc.get_traced_memory()[0] - traced_start) if traced else (_rss_bytes() or 0) - rss_start
+                    (tracemalloc.get_traced_memory()[0] - traced_start - own)
+                    if traced
+                    else (_rss_bytes() or 0) - rss_start
                 )
                 sample_steps[taken], sample_bytes[taken] = step + 1, used
                 taken += 1
                 if options["progress"]:
                     _progress(step + 1, total, label)
         gc.collect()
-        traced_growth = tracemalloc.get_traced_memory()[0] - traced_start if traced else None
+        traced_growth = tracemalloc.get_traced_memory()[0] - traced_start - own if traced else None
         rss_end = _rss_bytes()
+        memory_sites = None
         if traced:
+            points.append(memory_census.take_point(clear=False))
+            new = [len(set(lengths[:half])), len(set(lengths[half:]) - set(lengths[:half]))]
+            memory_sites = [
+                site.as_dict() for site in memory_census.sites_between(points, new, options["cache_size"] or 256)
+            ]
             tracemalloc.stop()
         after = census.take()
         launches = host.recorder.total
@@ -234,6 +252,7 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
         "half_fi_compat_caches": half_caches,
         "second_half_new_lengths": len(set(lengths[half:]) - set(lengths[:half])),
         "samples": list(zip(sample_steps[:taken], sample_bytes[:taken])),
+        "memory_sites": memory_sites,
     }
     if not traced:
         seconds, cpu_seconds = times.tolist(), cpu_times.tolist()

@@ -19,6 +19,11 @@ The rules are the same in both places:
    function of that name (a release that moved it); :attr:`Found.moved` says so.
 4. The memo decorator is classified: ``unbounded`` (``functools.cache``,
    ``lru_cache(None)``), ``bounded`` (``lru_cache(maxsize=N)``) or ``none``.
+   In source, by the module's own names (``from functools import cache as
+   _memo``, ``lru_cache(maxsize=CONST)`` with ``CONST = None``:
+   :mod:`.source_names`); live, by the ``functools`` cache at the attribute or
+   under any stack of decorators over it (:mod:`.memo_site`), whose live
+   ``maxsize`` counts.
 
 Live lookups additionally return the object and every module attribute that
 holds it (:attr:`Found.aliases`): a patch must replace all of them, or a
@@ -61,21 +66,65 @@ Lookup = Callable[[FunctionSpec], Optional[Found]]
 """Finds one spec'd function; :func:`find_live` and :func:`source_lookup`'s result are both one."""
 
 
-def runtime_lookup(release: Optional[Version]) -> Lookup:
-    """What the runtime judges by: the live function when its module is imported,
-    else the imported flashinfer package's own source (modules flashinfer imports
-    lazily are judged before they load).  Never imports anything."""
+class RuntimeLookup:
+    """What the runtime judges by: the live function when its module is imported
+    (and not being imported by another thread), else the imported flashinfer
+    package's own source, so modules flashinfer imports lazily are judged before
+    they load: provisionally, the runtime judges them again, live, when they do.
+    :attr:`from_source` names each spec (qualname) a call read from source.
 
-    def find(spec: FunctionSpec) -> Optional[Found]:
-        if module_loaded(spec.module):
-            return find_live(spec, spec.at(str(release)) if release is not None else None)
-        package = sys.modules.get(PACKAGE)
-        paths = list(getattr(package, "__path__", None) or [])
-        if not paths:
+    A function its module does not bind live is also looked for in the source of
+    every module (a release that moved it into a lazily imported module without
+    a re-export), for functions the release should have only.  Never imports
+    anything.  Cost: a parse per module read (tens of ms); the moved-function
+    search reads every source file (about 0.1 s), only for a missing function."""
+
+    def __init__(self, release: Optional[Version]) -> None:
+        self.release = release
+        self.from_source: set[str] = set()
+        self._index: Optional[SourceIndex] = None
+
+    def _source(self) -> Optional[SourceIndex]:
+        if self._index is None:
+            package = sys.modules.get(PACKAGE)
+            paths = list(getattr(package, "__path__", None) or [])
+            if not paths:
+                return None
+            self._index = SourceIndex(DirectoryReader.for_package_dir(paths[0]))
+        return self._index
+
+    def _live(self, spec: FunctionSpec) -> Optional[Found]:
+        return find_live(spec, spec.at(str(self.release)) if self.release is not None else None)
+
+    def __call__(self, spec: FunctionSpec) -> Optional[Found]:
+        present = self.release is None or spec.present_in(self.release)
+        loaded = module_loaded(spec.module)
+        if loaded:
+            found = self._live(spec)
+            if found is not None or not present:
+                return found
+        sources = self._source()
+        found = None if sources is None else find_in_source(spec, sources, search_moved=present)
+        if found is not None and found.moved and module_loaded(found.defined_in):
+            return self._live(spec)  # moved into a loaded module: what it binds live
+        if loaded and (found is None or not found.moved):
+            return None  # the live module is what counts once it is loaded
+        self.from_source.add(spec.qualname)
+        return found
+
+    def waits_for(self, spec: FunctionSpec, found: Optional[Found]) -> Optional[str]:
+        """The module whose import settles a verdict read from source, or ``None``
+        when it was read live (final).  A moved function waits for the module it
+        moved to; otherwise the spec's module (whose attribute a patch replaces,
+        bound only once its body has run)."""
+        if spec.qualname not in self.from_source:
             return None
-        return find_in_source(spec, SourceIndex(DirectoryReader.for_package_dir(paths[0])), search_moved=False)
+        return found.defined_in if found is not None and found.moved else spec.module
 
-    return find
+
+def runtime_lookup(release: Optional[Version]) -> RuntimeLookup:
+    """A :class:`RuntimeLookup` for ``release``."""
+    return RuntimeLookup(release)
 
 
 __all__ = [
@@ -99,6 +148,7 @@ __all__ = [
     "memo_of_object",
     "module_level_statements",
     "module_loaded",
+    "RuntimeLookup",
     "resolve_relative",
     "runtime_lookup",
     "source_lookup",

@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 from typing import Any, Iterator, Optional
 
+from .import_wait import importing_elsewhere
 from ..signatures import (
     KEYWORD_ONLY,
     POSITIONAL_ONLY,
@@ -17,6 +18,7 @@ from ..signatures import (
     FoundParam,
 )
 from ..specs import FunctionSpec, homes
+from .memo_site import CacheSite, find_cache
 from .model import NO_MEMO, PACKAGE, Found, foreign_memo, memo_of_object
 
 
@@ -32,7 +34,7 @@ _INSPECT_KINDS = {
 def describe_callable(qualname: str, obj: Any, where: str = "") -> FoundFunction:
     """Parameters and memo of a live callable (``inspect.signature`` follows
     ``__wrapped__``: a functools cache or a wrapt proxy shows the original's)."""
-    memo, maxsize = memo_of_object(obj)
+    memo, maxsize = memo_of_object(obj, qualname.rsplit(".", 1)[-1])
     if not callable(obj):
         return FoundFunction(qualname, (), NO_MEMO, where=f"not callable: {type(obj).__name__}")
     try:
@@ -66,7 +68,9 @@ def aliases_of(obj: Any) -> tuple[tuple[Any, str], ...]:
 
 
 def module_loaded(name: str) -> bool:
-    return sys.modules.get(name) is not None
+    """Whether ``name`` is imported: in ``sys.modules`` and not being imported by
+    another thread (whose module has not bound its functions yet)."""
+    return sys.modules.get(name) is not None and not importing_elsewhere(name)
 
 
 def find_live(spec: FunctionSpec, expected_params: Optional[FunctionSpec] = None) -> Optional[Found]:
@@ -94,7 +98,7 @@ def find_live(spec: FunctionSpec, expected_params: Optional[FunctionSpec] = None
         shown = expected_params or spec
         params = tuple(FoundParam(p.name, POSITIONAL_OR_KEYWORD, not p.required) for p in shown.params)
         function = replace(function, params=params, where=f"{function.where} (replaced by {foreign})")
-    return Found(function, home, moved, obj, aliases_of(obj), foreign)
+    return Found(function, home, moved, obj, aliases_of(obj), foreign, site=_nested_site(obj, spec.name))
 
 
 def _find_member(spec: FunctionSpec, module: Any) -> Optional[Found]:
@@ -115,7 +119,17 @@ def _find_member(spec: FunctionSpec, module: Any) -> Optional[Found]:
     function = describe_callable(spec.qualname, obj, where=f"{home}.{spec.name}")
     if descriptor is classmethod and function.params and function.params[0].name != "cls":
         function = replace(function, params=(FoundParam("cls", POSITIONAL_OR_KEYWORD, False), *function.params))
-    return Found(function, home, False, obj, ((owner, member),), foreign_memo(obj), raw, descriptor)
+    site = _nested_site(obj, member)
+    return Found(function, home, False, obj, ((owner, member),), foreign_memo(obj), raw, descriptor, site)
+
+
+def _nested_site(obj: Any, name: str) -> Optional[CacheSite]:
+    """The cache under ``obj``'s decorators, bounded where it sits: its slots in
+    the stack plus every module attribute that holds the cache itself."""
+    site = find_cache(obj, name)
+    if site is None or not site.in_place:
+        return None
+    return replace(site, holders=site.holders + aliases_of(site.cache))
 
 
 def _search_live(name: str, skip: frozenset[str]) -> tuple[Any, str]:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..signatures import FoundFunction
+from .memo_site import CacheSite, find_cache
+from .source_names import NO_NAMES, ModuleNames, is_unknown
 
 PACKAGE = "flashinfer"
 
@@ -35,6 +37,9 @@ class Found:
     # and its descriptor type, which the patch wraps around fi_compat's proxy.
     raw: Any = None
     descriptor: Optional[type] = None
+    # The functools cache under a stack of decorators, with the slots that hold it
+    # (live lookups only; ``None`` when ``obj`` is the cache or there is none).
+    site: Optional[CacheSite] = None
 
     @property
     def memo(self) -> str:
@@ -49,10 +54,14 @@ class Found:
         return self.function.where
 
 
-def memo_of_decorator(decorator: ast.expr) -> tuple[str, Optional[int]]:
-    """``(kind, maxsize)`` of one decorator expression (or of a call ``cache(f)``'s callee)."""
+def memo_of_decorator(decorator: ast.expr, names: ModuleNames = NO_NAMES) -> tuple[str, Optional[int]]:
+    """``(kind, maxsize)`` of one decorator expression (or of a call ``cache(f)``'s callee).
+
+    ``names``: the module's aliases of functools' memos and its constants
+    (:func:`~fi_compat.lookup.source_names.module_names`), so ``@_memo`` and
+    ``lru_cache(maxsize=CONST)`` are read as the module binds them."""
     text = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
-    name = text.rsplit(".", 1)[-1]
+    name = names.memo_name(text)
     if name == "cache" and not isinstance(decorator, ast.Call):
         return UNBOUNDED, None
     if name == "lru_cache":
@@ -64,11 +73,12 @@ def memo_of_decorator(decorator: ast.expr) -> tuple[str, Optional[int]]:
                 size = keyword.value
         if size is None:
             return BOUNDED, _LRU_DEFAULT_MAXSIZE
-        if isinstance(size, ast.Constant) and size.value is None:
+        value = names.value(size)
+        if is_unknown(value):
+            return BOUNDED, None  # computed, or a name the module does not fix: bounded, size unknown here
+        if value is None:
             return UNBOUNDED, None
-        if isinstance(size, ast.Constant) and isinstance(size.value, int):
-            return BOUNDED, size.value
-        return BOUNDED, None  # a computed bound: bounded, size unknown here
+        return BOUNDED, max(int(value), 0)  # lru_cache treats a negative maxsize as 0
     return NO_MEMO, None
 
 
@@ -77,22 +87,21 @@ def unbounded_memo_decorator(decorator: ast.expr) -> Optional[str]:
     return ast.unparse(decorator) if memo_of_decorator(decorator)[0] == UNBOUNDED else None
 
 
-def memo_of_object(obj: Any) -> tuple[str, Optional[int]]:
-    """``(kind, maxsize)`` of a live callable: a functools cache answers ``cache_info()``.
+def memo_of_object(obj: Any, name: Optional[str] = None) -> tuple[str, Optional[int]]:
+    """``(kind, maxsize)`` of a live callable: the ``functools`` cache at it or
+    under its decorators (:func:`~fi_compat.lookup.memo_site.find_cache`; below
+    the top, only a cache wrapping a function called ``name`` counts).
 
     A fi_compat proxy is judged by the flashinfer object inside it, so a
     re-install sees what flashinfer shipped, not fi_compat's own bound."""
-    original = getattr(obj, "_fi_compat_original", None)
-    if original is not None:
-        obj = original
-    info = getattr(obj, "cache_info", None)
-    if callable(info) and hasattr(obj, "__wrapped__"):
-        try:
-            maxsize = info().maxsize
-        except Exception:  # noqa: BLE001  (an odd object is simply not a functools cache)
-            return NO_MEMO, None
-        return (UNBOUNDED, None) if maxsize is None else (BOUNDED, maxsize)
-    return NO_MEMO, None
+    site = find_cache(obj, name)
+    if site is None:
+        return NO_MEMO, None
+    try:
+        maxsize = site.maxsize
+    except Exception:  # noqa: BLE001  (an odd object is simply not a functools cache)
+        return NO_MEMO, None
+    return (UNBOUNDED, None) if maxsize is None else (BOUNDED, maxsize)
 
 
 def foreign_memo(obj: Any) -> Optional[str]:

@@ -18,6 +18,7 @@ from ..signatures import (
 )
 from ..specs import FunctionSpec, homes
 from .model import NO_MEMO, PACKAGE, Found, memo_of_decorator
+from .source_names import NO_NAMES, ModuleNames, module_names
 
 MAX_REEXPORT_DEPTH = 4
 
@@ -89,9 +90,11 @@ def describe_def(
     node: ast.FunctionDef | ast.AsyncFunctionDef,
     where: str,
     memo: Optional[tuple[str, Optional[int]]] = None,
+    names: ModuleNames = NO_NAMES,
 ) -> FoundFunction:
     """A ``def`` as a :class:`FoundFunction`; ``memo`` overrides the decorators
-    (for ``name = functools.cache(other)``)."""
+    (for ``name = functools.cache(other)``); ``names``: its module's memo aliases
+    and constants, by which the decorators are read."""
     args = node.args
     positional = list(args.posonlyargs) + list(args.args)
     first_default = len(positional) - len(args.defaults)
@@ -108,7 +111,7 @@ def describe_def(
     if memo is None:
         memo = (NO_MEMO, None)
         for decorator in node.decorator_list:
-            kind = memo_of_decorator(decorator)
+            kind = memo_of_decorator(decorator, names)
             if kind[0] != NO_MEMO:
                 memo = kind
     return FoundFunction(qualname, tuple(params), memo[0], memo[1], where)
@@ -120,6 +123,7 @@ class SourceIndex:
     def __init__(self, reader: SourceReader) -> None:
         self.reader = reader
         self._trees: dict[str, Optional[tuple[str, ast.Module]]] = {}
+        self._names: dict[str, ModuleNames] = {}
 
     def tree(self, module: str) -> Optional[tuple[str, ast.Module]]:
         if module not in self._trees:
@@ -129,6 +133,13 @@ class SourceIndex:
                 path, text = located
                 self._trees[module] = (path, ast.parse(text, filename=path))
         return self._trees[module]
+
+    def names(self, module: str) -> ModuleNames:
+        """The memo aliases and constants ``module`` binds (:mod:`fi_compat.lookup.source_names`)."""
+        if module not in self._names:
+            parsed = self.tree(module)
+            self._names[module] = NO_NAMES if parsed is None else module_names(module_level_statements(parsed[1].body))
+        return self._names[module]
 
 
 def _last_binding(tree: ast.Module, name: str) -> Optional[ast.stmt]:
@@ -167,7 +178,7 @@ def _find_binding(
     path, tree = parsed
     binding = _last_binding(tree, name)
     if isinstance(binding, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return describe_def(qualname, binding, f"{path}:{binding.lineno}"), module
+        return describe_def(qualname, binding, f"{path}:{binding.lineno}", names=index.names(module)), module
     if isinstance(binding, ast.ImportFrom):
         alias = next(a for a in binding.names if (a.asname or a.name) == name)
         target = resolve_relative(module, path, binding)
@@ -180,7 +191,7 @@ def _find_binding(
         if isinstance(inner, ast.Name):
             found = _find_binding(index, module, inner.id, qualname, depth + 1)
             if found is not None:
-                memo = memo_of_decorator(decorator)
+                memo = memo_of_decorator(decorator, index.names(module))
                 function = found[0]
                 if memo[0] != NO_MEMO:
                     function = replace(function, memo=memo[0], maxsize=memo[1])
@@ -220,7 +231,7 @@ def _find_member(index: SourceIndex, spec: FunctionSpec) -> Optional[Found]:
             found = statement
     if found is None:
         return None
-    return Found(describe_def(spec.qualname, found, f"{path}:{found.lineno}"), module)
+    return Found(describe_def(spec.qualname, found, f"{path}:{found.lineno}", names=index.names(module)), module)
 
 
 def find_in_source(spec: FunctionSpec, index: SourceIndex, search_moved: bool = True) -> Optional[Found]:

@@ -122,8 +122,8 @@ class RecordedKernel:
 class CpuHost:
     """The running shim: ``launches`` and ``recorder`` for assertions."""
 
-    def __init__(self) -> None:
-        self.recorder = LaunchRecorder()
+    def __init__(self, keep: int = 4096) -> None:
+        self.recorder = LaunchRecorder(keep=keep)
         self.active = True
         self._torch_saved: list[tuple[Any, str, Any]] = []
         self._flashinfer_saved: list[tuple[Any, str, Any]] = []
@@ -210,14 +210,16 @@ class CpuHost:
 
 
 @contextlib.contextmanager
-def cpu_host() -> Iterator[CpuHost]:
-    """Context manager: import flashinfer as on an SM100 host and record launches.
+def cpu_host(keep: int = 4096) -> Iterator[CpuHost]:
+    """Context manager: import flashinfer as on an SM100 host and record launches
+    (the last ``keep`` of them: a long measurement keeps 1, or the recorder's
+    tensors would count as growth).
 
     Cost: the first use imports torch and flashinfer (seconds); later uses
     only swap attributes.  Raises ``ImportError`` when torch or flashinfer is
     missing.
     """
-    host = CpuHost()
+    host = CpuHost(keep=keep)
     host.patch_torch()
     try:
         host.patch_cute_compile()

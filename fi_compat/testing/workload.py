@@ -141,7 +141,10 @@ def make_inputs(torch: Any, layout: str, *, batch: int = 4, width: int = 64, pag
         block_tables=torch.zeros(tables, dtype=torch.int32, **kw),
         seq_lens=torch.ones(batch, dtype=torch.int32, **kw),
         out=torch.zeros(batch, q_len, HEADS, KV_LORA_RANK, dtype=bf16, **kw),
-        counter_buffer=torch.zeros(1 << 16, dtype=torch.int32, **kw),
+        # vLLM 0.34.0 and SGLang 0.5.23 hold the multi-CTA counter as uint8 bytes
+        # (flashinfer_mla.py:114-116; trtllm_mla_backend.py:113-119); 256 KiB either way
+        counter_buffer=torch.zeros(1 << 18, dtype=torch.uint8, **kw) if layout != "trtllm"
+        else torch.zeros(1 << 16, dtype=torch.int32, **kw),
         page_size=page_size,
     )
 
@@ -216,16 +219,18 @@ def vllm_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optiona
                   bmm1_scale=0.1, bmm2_scale=1.0, return_lse=dcp is not None, **extra)
 
 
-def sglang_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None) -> Any:
+def sglang_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None,
+                enable_pdl: bool = True) -> Any:
     """SGLang's call: keywords only; backend omitted (``"auto"``) with the counter
-    buffer, or ``backend="cute-dsl"`` without it."""
+    buffer, or ``backend="cute-dsl"`` without it; ``enable_pdl`` as SGLang 0.5.23
+    passes it on SM90 and newer (``is_arch_support_pdl()``, trtllm_mla_backend.py:178-182, 1041-1044)."""
     if backend is None or backend in ("auto", "trtllm-gen"):
         extra = _only_accepted(decode, {"multi_ctas_kv_counter_buffer": t.counter_buffer})
         if backend == "trtllm-gen":
             extra["backend"] = backend
     else:
         extra = {"backend": backend}
-    return decode(query=t.query, kv_cache=t.kv_cache, enable_pdl=False, workspace_buffer=t.workspace_buffer,
+    return decode(query=t.query, kv_cache=t.kv_cache, enable_pdl=enable_pdl, workspace_buffer=t.workspace_buffer,
                   qk_nope_head_dim=QK_NOPE_HEAD_DIM, kv_lora_rank=KV_LORA_RANK, qk_rope_head_dim=QK_ROPE_HEAD_DIM,
                   block_tables=t.block_tables, seq_lens=t.seq_lens, max_seq_len=max_seq_len, bmm1_scale=0.1,
                   return_lse=False, skip_softmax_threshold_scale_factor=None, **extra)

@@ -116,18 +116,6 @@ def fi_device(fi_platform: str) -> Any:
     return torch.device("cpu")
 
 
-class CudaHost:
-    """What ``fi_cpu_host`` yields on the GPU matrix: same ``recorder`` /
-    ``launches`` interface as :class:`fi_compat.testing.CpuHost`, no shim."""
-
-    def __init__(self, recorder: Any) -> None:
-        self.recorder = recorder
-
-    @property
-    def launches(self) -> Any:
-        return self.recorder.launches
-
-
 if matrix_platform() == "gpu":
 
     @pytest.fixture(scope="session", autouse=True)
@@ -154,10 +142,10 @@ if matrix_platform() == "gpu":
         """GPU matrix: flashinfer on the real CUDA device, only the trtllm-gen
         kernel-module loader stubbed (no torch or capability shim)."""
         pytest.importorskip("torch")
-        from fi_compat.testing.loader_stub import stub_trtllm_gen_loader
+        from fi_compat.testing.hosts import flashinfer_host
 
-        with stub_trtllm_gen_loader() as recorder:
-            yield CudaHost(recorder)
+        with flashinfer_host("cuda") as host:
+            yield host
 
 
 # --------------------------------------------------------------------------- shared fixtures

@@ -55,21 +55,33 @@ def combinations() -> list[tuple[str, str, str]]:
             if not (mode == "modular" and (backend == "trtllm-gen" or layout == "trtllm"))]
 
 
+CONTEXT = 131072
+"""The census's context: 128K tokens (1,024 K-tiles), a context engines serve.
+The cute-dsl sizer's key is batch size x K-tile class up to a saturation set
+by the SM count (fi_compat.adapters.sizer_keys): a 32K census saw a quarter
+of those classes, and none past 32K."""
+TWO_POINTS_UP_TO = 32768
+"""Up to here the sweep visits each K-tile class at two lengths; past it, at one."""
+
+
 def context_for(lengths: int) -> int:
-    """The largest max_seq_len used: 32,768 tokens (256 K-tiles), or twice
-    the number of distinct lengths asked for, rounded up to a power of two."""
-    return max(32768, 1 << (2 * lengths - 1).bit_length())
+    """The largest max_seq_len used: :data:`CONTEXT`, or twice the number of
+    distinct lengths asked for, rounded up to a power of two."""
+    return max(CONTEXT, 1 << (2 * lengths - 1).bit_length())
 
 
 def sweep(context: int) -> list[int]:
     """Lengths that reach every normalised key: every length up to 128, every
-    64th (so every K-tile class ``ceil(m / 128)``, at two points), and every
-    step of the profile ladder (:func:`fi_compat.adapters.keys.profile_ladder`)."""
+    64th up to :data:`TWO_POINTS_UP_TO` (every K-tile class ``ceil(m / 128)`` at
+    two points), every 128th past it (each class once, so a 128K sweep leaves
+    room for the steady state in CI's 2,000 lengths), and every step of the
+    profile ladder (:func:`fi_compat.adapters.keys.profile_ladder`)."""
     from fi_compat.adapters.keys import PROFILE_LADDER_BITS
 
     steps = {top << shift for shift in range(context.bit_length())
              for top in range(1 << (PROFILE_LADDER_BITS - 1), 1 << PROFILE_LADDER_BITS)}
-    values = set(range(1, 129)) | set(range(64, context + 1, 64)) | steps
+    values = (set(range(1, 129)) | set(range(64, min(context, TWO_POINTS_UP_TO) + 1, 64))
+              | set(range(64, context + 1, 128)) | steps)
     return sorted(m for m in values if m <= context)
 
 

@@ -21,6 +21,7 @@ import warnings
 from typing import Any, Callable
 
 from fi_compat.specs import DECODE, TUNING_CONFIG_BUILDER
+from fi_compat.testing.builder import builder_arguments
 
 from support import decode_inputs, entry_arguments, launch_scales
 
@@ -145,11 +146,8 @@ def _builder_round(fi_compat: Any, core: Any, torch: Any, start: int) -> dict:
     target = _flashinfer_function(core, TUNING_CONFIG_BUILDER.name) or _flashinfer_function(core, RENAMED_BUILDER)
     results = {}
     for index, form in enumerate(("keywords", "positional-9", "positional-15", "mixed")):
-        values = dict(
-            kv_cache=torch.empty(64, 32, 576, device="meta"),
-            block_tables=torch.empty(2, 64, dtype=torch.int32, device="meta"),
-            workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"), runner_names=("trtllm-gen",),
-            q_len=1, num_heads=128, kv_lora_rank=512, max_seq_len=1000 + start + index, device=torch.device("cpu"),
+        values = builder_arguments(
+            runner_names=("trtllm-gen",), max_seq_len=1000 + start + index,
             has_sparse_mla_top_k_lens=False, cute_dsl_impl="auto", sinks=None, enable_dcp=False, cp_world=1, cp_rank=0,
         )
         names = TUNING_CONFIG_BUILDER.names

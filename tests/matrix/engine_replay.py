@@ -29,14 +29,13 @@ their repr), plus the kernel's name, ``max_seq_len`` and the keywords.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import random
 import sys
-import tracemalloc
 import types
 from array import array
 from typing import Any, Callable, Optional
 
+from fi_compat.testing import growth
 from fi_compat.specs import DECODE
 from fi_compat.testing import cuda_flagged, workload
 
@@ -179,24 +178,16 @@ def run(buffers: Buffers, steps: list[Step], decode_for: Callable[[int], Callabl
     warm = dataclasses.replace(steps[0], max_seq_len=1)
     buffers.call(decode_for(0), warm, backend)
     recorder.clear()
-    gc.collect()
-    if traced:
-        tracemalloc.start()
-    start = tracemalloc.get_traced_memory()[0] if traced else 0
     not_one = 0
-    try:
+    with growth.traced(traced) as memory:
         for index, step in enumerate(steps):
             buffers.call(decode_for(index), step, backend)
             launches = recorder.launches
             not_one += len(launches) != 1
             hashes[index] = hash(launch_key(launches[-1])) if launches else 0
             launches.clear()  # the recorder keeps launches (and their tensors) otherwise
-        gc.collect()
-        growth = tracemalloc.get_traced_memory()[0] - start if traced else None
-    finally:
-        if traced:
-            tracemalloc.stop()
-    return Replay(hashes, growth, not_one)
+        grown = memory.grown()
+    return Replay(hashes, grown, not_one)
 
 
 def differences(steps: list[Step], replayed: Replay, alone: Replay) -> list[str]:

@@ -280,16 +280,10 @@ def call_builder_and_decode(runner: Runner, step: str) -> None:
     import torch
 
     from fi_compat.specs import DECODE
-    from fi_compat.testing import workload
+    from fi_compat.testing import builder, workload
 
     core = sys.modules[CORE]
-    config = getattr(core, BUILDER)(
-        kv_cache=torch.empty(64, 32, 576, device="meta"),
-        block_tables=torch.empty(1, 64, dtype=torch.int32, device="meta"),
-        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
-        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512, max_seq_len=300,
-        device=torch.device("cpu"),
-    )
+    config = getattr(core, BUILDER)(**builder.builder_arguments(tables=(1, 64), max_seq_len=300))
     if type(config).__name__ != "TuningConfig":
         raise AssertionError(f"after {step}: builder returned {type(config)}")
     runner.host.recorder.clear()

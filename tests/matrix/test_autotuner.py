@@ -19,6 +19,7 @@ import time
 import pytest
 
 import fi_compat
+from fi_compat.testing.builder import builder_arguments
 from fi_compat import census
 from fi_compat.specs import NEAREST_PROFILE, TUNING_CONFIG_BUILDER
 
@@ -56,10 +57,7 @@ def configs_collide(core) -> bool:
     """Whether two of flashinfer's configs for different lengths hash equal yet
     compare unequal (a collision chain in any dict keyed by them)."""
     build = getattr(core, TUNING_CONFIG_BUILDER.name)
-    arguments = dict(kv_cache=torch.empty(64, 32, 576, device="meta"),
-                     block_tables=torch.empty(1, 4096, dtype=torch.int32, device="meta"),
-                     workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
-                     runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512, device=torch.device("cpu"))
+    arguments = builder_arguments(tables=(1, 4096), max_seq_len=None)
     first, second = build(max_seq_len=1000, **arguments), build(max_seq_len=5000, **arguments)
     return hash(first) == hash(second) and first != second
 

@@ -8,16 +8,16 @@ makes for the same batch.
 
 from __future__ import annotations
 
-import gc
 import inspect
 import random
-import tracemalloc
 from array import array
 
 import pytest
 from packaging.version import Version
 
 import fi_compat
+from fi_compat.testing.growth import traced
+from fi_compat.testing.builder import builder_arguments
 from fi_compat.errors import UnsupportedFeatureError
 from fi_compat.policy import apply_max_seq_len_policy
 from fi_compat.specs import DECODE
@@ -45,11 +45,7 @@ def replay(function, launches, lengths, tensors, measure_memory=False, reset_nea
     # Preallocated: the test's own bookkeeping must not count as growth.
     signatures = array("q", bytes(8 * len(lengths)))
     seq_lens = array("q", bytes(8 * len(lengths)))
-    gc.collect()
-    if measure_memory:
-        tracemalloc.start()
-    try:
-        start = tracemalloc.get_traced_memory()[0] if measure_memory else 0
+    with traced(measure_memory) as memory:
         for index, length in enumerate(lengths):
             if reset_nearest_profile and index % 256 == 0:
                 # Unpatched, the autotuner's nearest-profile lru_cache fills with
@@ -69,11 +65,7 @@ def replay(function, launches, lengths, tensors, measure_memory=False, reset_nea
             signatures[index] = hash(launch_signature(launch))
             seq_lens[index] = launch.max_seq_len
             launches.clear()
-        gc.collect()
-        growth = tracemalloc.get_traced_memory()[0] - start if measure_memory else None
-    finally:
-        if measure_memory:
-            tracemalloc.stop()
+        growth = memory.grown()
     return list(zip(signatures, seq_lens)), growth
 
 
@@ -201,13 +193,7 @@ def test_unknown_policy_and_keyword(decode):
 def test_stable_builder_api_matches_flashinfer(fi_cpu_host):
     import flashinfer.mla._core as core
 
-    arguments = dict(
-        kv_cache=torch.empty(64, 32, 576, device="meta"),
-        block_tables=torch.empty(2, 64, dtype=torch.int32, device="meta"),
-        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
-        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512, max_seq_len=1024,
-        device=torch.device("cpu"),
-    )
+    arguments = builder_arguments(max_seq_len=1024)
     expected = core._build_mla_decode_tuning_config(**arguments)
     config = fi_compat.build_mla_decode_tuning_config(**arguments, cp_world=1, enable_dcp=False)
     assert config.dynamic_tensor_specs[0].gen_tuning_buckets == expected.dynamic_tensor_specs[0].gen_tuning_buckets

@@ -14,6 +14,7 @@ import pytest
 from packaging.version import Version
 
 import fi_compat
+from fi_compat.testing.builder import builder_arguments
 from fi_compat.errors import UnsupportedFeatureError
 from fi_compat.specs import DECODE, TUNING_CONFIG_BUILDER
 
@@ -135,11 +136,8 @@ def test_builder_positional_call_reaches_each_parameter_by_name(fi_cpu_host):
     import flashinfer.mla._core as core
 
     fi_compat.uninstall()  # the builder itself, not fi_compat's memo (which normalises max_seq_len)
-    values = dict(
-        kv_cache=torch.empty(64, 32, 576, device="meta"),
-        block_tables=torch.empty(2, 64, dtype=torch.int32, device="meta"),
-        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"), runner_names=["trtllm-gen"],
-        q_len=1, num_heads=128, kv_lora_rank=512, max_seq_len=1000, device=torch.device("cpu"),
+    values = builder_arguments(
+        max_seq_len=1000,
         has_sparse_mla_top_k_lens=False, cute_dsl_impl="auto", sinks=None, enable_dcp=False, cp_world=1, cp_rank=0,
     )
     assert tuple(values) == BUILDER_NAMES

@@ -41,12 +41,12 @@ import gc
 import inspect
 import sys
 import time
-import tracemalloc
 from typing import Any
 
 import pytest
 
 import fi_compat
+from fi_compat.testing import growth
 from fi_compat import census
 from fi_compat.bounds import by_name
 from fi_compat.specs import NEAREST_PROFILE, NEAREST_PROFILE_CACHED, TUNING_CONFIG
@@ -141,17 +141,11 @@ def run_bounded(driver: Driver, lengths: list[int], batches: list[int], warm_up:
     blocks = (sys.getallocatedblocks() - blocks) / (traced - warm_up)
     cpu_s = time.process_time() - started
     steady = census.take()  # outside the traced stretch: what the census allocates is freed late
-    gc.collect()
-    tracemalloc.start()
-    try:
+    with growth.traced() as memory:
         driver.run(lengths[traced:-window], iter(batches[traced:-window]))
-        gc.collect()
-        start = tracemalloc.get_traced_memory()[0]
+        memory.restart()
         driver.run(lengths[-window:], iter(batches[-window:]))
-        gc.collect()
-        grown = tracemalloc.get_traced_memory()[0] - start
-    finally:
-        tracemalloc.stop()
+        grown = memory.grown()
     return {"before": {}, "steady": steady, "after": census.take(), "window": window,
             "window_bytes": grown, "blocks_per_length": blocks, "us_per_call": cpu_s / traced * 1e6,
             "status": fi_compat.status()}

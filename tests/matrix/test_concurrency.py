@@ -42,9 +42,10 @@ import time
 import pytest
 
 import fi_compat
+from fi_compat.testing import builder
 from fi_compat import installer
 from fi_compat.cache import BoundedCache
-from fi_compat.proxies import MemoizedFunction
+from fi_compat.proxies import is_memo
 
 from fi_compat.testing import workload
 
@@ -95,12 +96,7 @@ def decode_inputs(device, batch: int = 1, num_pages: int = 64) -> workload.Input
 
 
 def builder_arguments(device) -> dict:
-    return dict(
-        kv_cache=torch.empty(64, 32, 576, device="meta"),
-        block_tables=torch.empty(1, 64, dtype=torch.int32, device="meta"),
-        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
-        runner_names=["trtllm-gen"], q_len=1, num_heads=128, kv_lora_rank=512, device=device,
-    )
+    return builder.builder_arguments(tables=(1, 64), max_seq_len=None, device=device)
 
 
 class Worker(threading.Thread):
@@ -144,7 +140,7 @@ class Worker(threading.Thread):
             builder = self.core._build_mla_decode_tuning_config
             config = builder(max_seq_len=length, **arguments)
             assert type(config).__name__ == "TuningConfig"
-            if isinstance(builder, MemoizedFunction) and builder._self_active:
+            if is_memo(builder) and builder._self_active:
                 cache = builder.fi_compat_cache
                 self.through_cache[id(cache)] += 1
                 self.caches[id(cache)] = cache

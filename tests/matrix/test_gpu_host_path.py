@@ -16,6 +16,7 @@ import inspect
 import math
 
 import pytest
+from fi_compat.testing.builder import builder_arguments
 
 pytestmark = pytest.mark.gpu
 
@@ -57,11 +58,8 @@ def cuda_inputs(fi_cpu_host, fi_device):
 def build(core, t, max_seq_len):
     fn = core._build_mla_decode_tuning_config
     accepted = inspect.signature(fn).parameters
-    kwargs = dict(
-        kv_cache=t["kv_cache"], block_tables=t["block_tables"], workspace_buffer=t["workspace_buffer"],
-        runner_names=["trtllm-gen"], q_len=1, num_heads=HEADS, kv_lora_rank=RANK,
-        max_seq_len=max_seq_len, device=t["device"],
-    )
+    kwargs = builder_arguments(kv_cache=t["kv_cache"], block_tables=t["block_tables"],
+                               workspace_buffer=t["workspace_buffer"], max_seq_len=max_seq_len, device=t["device"])
     return fn(**{k: v for k, v in kwargs.items() if k in accepted})
 
 

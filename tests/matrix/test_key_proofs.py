@@ -27,7 +27,9 @@ import random
 import pytest
 
 import fi_compat
-from fi_compat.adapters.keys import k_tile_ceiling, profile_ladder
+from fi_compat.adapters.keys import SEARCH_LOWEST_PROBE, k_tile_ceiling, profile_ladder, saturated_length
+from fi_compat.adapters.sizer_keys import K_TILE, cap_holds_at, saturated_k_tiles
+from fi_compat.testing.builder import builder_arguments
 from fi_compat.specs import CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV, CUTE_DSL_SPLIT_KV_RUBIN_MTP, TUNING_CONFIG, TUNING_CONFIG_BUILDER
 
 torch = pytest.importorskip("torch")
@@ -47,20 +49,17 @@ def random_builder_arguments(rng: random.Random, parameters: set[str], device) -
     and, from 0.6.16, max_seq_len through the sizer)."""
     page_size = rng.choice((16, 32, 64))
     width = rng.choice((1, 8, 64, 512, 4096))
-    arguments = {
-        "kv_cache": torch.empty(rng.choice((1, 64, 4096)), page_size, 576, device="meta"),
-        "block_tables": torch.empty(rng.choice((1, 4)), width, dtype=torch.int32, device="meta"),
-        # small workspaces limit the cute-dsl batch cap, which then follows the K-tile count
-        "workspace_buffer": torch.empty(rng.choice((1 << 20, 4 << 20, 16 << 20, 128 << 20)), dtype=torch.uint8,
-                                        device="meta"),
-        "runner_names": rng.choice((["trtllm-gen"], ["trtllm-gen", "cute-dsl"], ["cute-dsl"], ["cute-dsl"])),
-        "q_len": rng.choice((1, 2, 4)),
-        "num_heads": rng.choice((16, 64, 128)),
-        "kv_lora_rank": 512,
-        "max_seq_len": rng.choice((rng.randint(1, 300), rng.randint(2048, 65536), rng.randint(1, 1 << 20),
-                                   width * page_size, 128 * rng.randint(1, 1024) + rng.choice((-1, 0, 1)))),
-        "device": device,
-    }
+    # drawn in this order (the seeded samples stay the same)
+    pages, batch = rng.choice((1, 64, 4096)), rng.choice((1, 4))
+    # small workspaces limit the cute-dsl batch cap, which then follows the K-tile count
+    workspace_bytes = rng.choice((1 << 20, 4 << 20, 16 << 20, 128 << 20))
+    runner_names = rng.choice((["trtllm-gen"], ["trtllm-gen", "cute-dsl"], ["cute-dsl"], ["cute-dsl"]))
+    q_len, num_heads = rng.choice((1, 2, 4)), rng.choice((16, 64, 128))
+    max_seq_len = rng.choice((rng.randint(1, 300), rng.randint(2048, 65536), rng.randint(1, 1 << 20),
+                              width * page_size, 128 * rng.randint(1, 1024) + rng.choice((-1, 0, 1))))
+    arguments = builder_arguments(pages=pages, page_size=page_size, tables=(batch, width),
+                                  workspace_bytes=workspace_bytes, runner_names=runner_names, q_len=q_len,
+                                  num_heads=num_heads, max_seq_len=max_seq_len, device=device)
     if "cute_dsl_impl" in parameters:
         arguments["cute_dsl_impl"] = rng.choice(("auto", "auto", "monolithic", "modular"))
     if "has_sparse_mla_top_k_lens" in parameters:
@@ -272,19 +271,26 @@ def test_sizer_depends_on_max_seq_len_only_through_the_k_tile_count(spec, fi_cpu
     if "max_seq_len" not in names:
         pytest.skip(f"flashinfer {release}'s sizer takes no max_seq_len: its key is the arguments as they are")
     rng = random.Random(7)
-    accepted = crossings = attempts = 0
+    accepted = crossings = attempts = lowered = 0
     while accepted < SAMPLES and attempts < 50 * SAMPLES:  # rejected tuples are compared too, not counted
         attempts += 1
         arguments = random_sizer_arguments(rng, names)
         ceiling = k_tile_ceiling(arguments["max_seq_len"])
         result = outcome(uncached, arguments)
         assert result == outcome(uncached, {**arguments, "max_seq_len": ceiling}), arguments
+        if spec is CUTE_DSL_SPLIT_KV:  # the split-kv row's key: saturated past u * (u - 1) + 1 K tiles
+            rows = arguments.get("occupancy_q_tiles") or arguments["B"]
+            saturated = saturated_length(arguments["max_seq_len"], arguments["max_active_blocks"], rows)
+            lowered += saturated != ceiling
+            assert result == outcome(uncached, {**arguments, "max_seq_len": saturated}), arguments
         if isinstance(result, tuple) and isinstance(result[0], str):
             continue
         accepted += 1
         crossings += result != outcome(uncached, {**arguments, "max_seq_len": ceiling + 1})
     assert accepted == SAMPLES, f"the sizer accepted only {accepted} of {attempts} random tuples"
     assert crossings >= SAMPLES // 100, f"only {crossings} of {SAMPLES} outputs change with the K-tile count"
+    if spec is CUTE_DSL_SPLIT_KV:  # the saturation was exercised, not only the K-tile ceiling
+        assert lowered >= SAMPLES // 10, f"only {lowered} of {attempts} lengths were past the saturation"
 
 
 def test_batch_cap_depends_on_max_seq_len_only_through_the_k_tile_count(fi_cpu_host, release, core):
@@ -296,7 +302,7 @@ def test_batch_cap_depends_on_max_seq_len_only_through_the_k_tile_count(fi_cpu_h
     if "max_seq_len" not in names:
         pytest.skip(f"flashinfer {release}'s batch cap takes no max_seq_len: its key is the arguments as they are")
     rng = random.Random(11)
-    crossings = 0
+    crossings = lowered = 0
     samples = SAMPLES // 4  # each search runs about 13 sizer steps
     for _ in range(samples):
         arguments = {"workspace_bytes": rng.choice((1 << 16, 1 << 20, 4 << 20, 16 << 20, 128 << 20)),
@@ -313,5 +319,40 @@ def test_batch_cap_depends_on_max_seq_len_only_through_the_k_tile_count(fi_cpu_h
         ceiling = k_tile_ceiling(arguments["max_seq_len"])
         result = outcome(search, arguments)
         assert result == outcome(search, {**arguments, "max_seq_len": ceiling}), arguments
+        saturated = saturated_length(arguments["max_seq_len"], arguments["max_active_blocks"], SEARCH_LOWEST_PROBE)
+        lowered += saturated != ceiling
+        assert result == outcome(search, {**arguments, "max_seq_len": saturated}), arguments
         crossings += result != outcome(search, {**arguments, "max_seq_len": ceiling + 1})
     assert crossings >= samples // 100, f"only {crossings} of {samples} caps change with the K-tile count"
+    assert lowered >= samples // 10, f"only {lowered} of {samples} lengths were past the saturation"
+
+
+def test_batch_cap_at_the_saturated_length_stands_for_every_length_past_its_probes(fi_cpu_host, release, core):
+    """The builder key's shortcut (fi_compat.adapters.batch_cap): the cap found at the fully
+    saturated length is the cap at any length that ``cap_holds_at`` accepts.  flashinfer's own
+    search on both sides; small workspaces and huge SM counts make the probes split the K tiles
+    (``accepted`` counts the lengths the shortcut took, ``refused`` those it sent to the search)."""
+    search = getattr(core, CUTE_DSL_BATCH_CAP.name)
+    names = list(inspect.signature(search).parameters)
+    if "max_seq_len" not in names:
+        pytest.skip(f"flashinfer {release}'s batch cap takes no max_seq_len: its key is the arguments as they are")
+    rng = random.Random(13)
+    accepted = refused = 0
+    for _ in range(SAMPLES // 4):
+        blocks = rng.choice((132, 148, rng.randint(1, 600), rng.randint(1 << 10, 1 << 17)))
+        arguments = {"workspace_bytes": rng.choice((1 << 12, 1 << 16, 1 << 20, 16 << 20, 128 << 20)),
+                     "q_len": rng.choice((1, 2, 4)), "num_heads": rng.choice((16, 64, 128)), "kv_lora_rank": 512,
+                     "max_active_blocks": blocks,
+                     "max_seq_len": rng.choice((rng.randint(1, 4096), rng.randint(1, 1 << 20),
+                                                128 * rng.randint(1, 8192) + rng.choice((-1, 0, 1)))),
+                     "candidate_max": 8192, "cute_dsl_impl": rng.choice(("auto", "monolithic")), "sinks": None}
+        if "enable_dcp" in names:
+            arguments["enable_dcp"] = False
+        full = saturated_k_tiles(blocks, SEARCH_LOWEST_PROBE) * K_TILE
+        cap = outcome(search, {**arguments, "max_seq_len": full})
+        if not isinstance(cap, int) or not cap_holds_at(arguments["max_seq_len"], blocks, cap, 8192):
+            refused += 1
+            continue
+        accepted += 1
+        assert outcome(search, arguments) == cap, arguments
+    assert accepted >= SAMPLES // 40 and refused >= SAMPLES // 400, (accepted, refused)

@@ -14,6 +14,7 @@ import random
 import pytest
 from packaging.version import Version
 
+from fi_compat.testing.builder import builder_arguments
 from fi_compat.adapters import keys
 
 from support import installed_release
@@ -45,12 +46,9 @@ def test_closure_value_equal_only_for_one_code_over_equal_values():
 
 
 def build(core, max_seq_len: int, width: int, heads: int, q_len: int):
-    return core._build_mla_decode_tuning_config(
-        kv_cache=torch.empty(4096, 64, 576, device="meta"),
-        block_tables=torch.empty(8, 2, width, dtype=torch.int32, device="meta"),
-        workspace_buffer=torch.empty(128 << 20, dtype=torch.uint8, device="meta"),
-        runner_names=["trtllm-gen"], q_len=q_len, num_heads=heads, kv_lora_rank=512,
-        max_seq_len=max_seq_len, device=torch.device("cpu"))
+    return core._build_mla_decode_tuning_config(**builder_arguments(
+        pages=4096, page_size=64, tables=(8, 2, width), workspace_bytes=128 << 20, q_len=q_len, num_heads=heads,
+        max_seq_len=max_seq_len))
 
 
 def test_one_key_one_answer_on_the_real_search(fi_cpu_host):

@@ -21,13 +21,14 @@ import dataclasses
 import gc
 import logging
 import time
-import tracemalloc
 from array import array
 
 import pytest
 from packaging.version import Version
 
 import fi_compat
+from fi_compat.testing.growth import traced
+from fi_compat.testing.builder import builder_arguments
 from fi_compat import census
 from fi_compat.testing import workload
 
@@ -93,10 +94,7 @@ def test_uninstall_in_each_order(order, core, caplog):
         assert any("pass-through" in r.getMessage() for r in caplog.records)
     assert state["trtllm_workaround"] == {"present": True, "position": "alone"}
     config = core._build_mla_decode_tuning_config(
-        kv_cache=torch.empty(64, PAGE_SIZE, 576, device="meta"),
-        block_tables=torch.empty(2, 2, 512, dtype=torch.int32, device="meta"),
-        workspace_buffer=torch.empty(1 << 20, dtype=torch.uint8, device="meta"), runner_names=["trtllm-gen"],
-        q_len=1, num_heads=128, kv_lora_rank=512, max_seq_len=4096, device=torch.device("cpu"))
+        **builder_arguments(page_size=PAGE_SIZE, tables=(2, 2, 512), max_seq_len=4096))
     assert type(config).__name__ == "TuningConfig"  # what remains still builds, through flashinfer's builder
 
 
@@ -151,23 +149,16 @@ def run_traced(decode, work: Workload, launches, seed: int) -> tuple[int, int, i
     """(growth over the pass, growth over its second half, batches whose kernel got another max_seq_len)."""
     sizes, lengths = work.draws(seed)
     mismatched = 0
-    gc.collect()
-    tracemalloc.start()
-    try:
-        start = tracemalloc.get_traced_memory()[0]
-        half = start
+    half = 0
+    with traced() as memory:
         for index, length in enumerate(lengths):
             if index == len(lengths) // 2:
-                gc.collect()
-                half = tracemalloc.get_traced_memory()[0]
+                half = memory.grown()
             workload.trtllm_call(decode, work.batch(sizes[index]), length)
             mismatched += launches.launches[-1].max_seq_len != length
             launches.clear()  # the recorder keeps launches (and their tensors) otherwise
-        gc.collect()
-        end = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    return end - start, end - half, mismatched
+        end = memory.grown()
+    return end, end - half, mismatched
 
 
 def run_timed(decode, work: Workload, launches, seed: int, fixed: int = 0) -> tuple[float, float]:

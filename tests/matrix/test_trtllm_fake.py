@@ -15,6 +15,7 @@ import pytest
 
 import trtllm_fake
 from support import installed_release
+from fi_compat.testing.builder import builder_arguments
 
 torch = pytest.importorskip("torch")
 
@@ -40,13 +41,7 @@ def nine_parameter_recorder(calls: list, result=None):
 
 
 def meta_arguments(**changes):
-    arguments = {
-        "kv_cache": torch.empty(4096, PAGE_SIZE, 576, device="meta"),
-        "block_tables": torch.empty(8, 2, 2048, dtype=torch.int32, device="meta"),
-        "workspace_buffer": torch.empty(1 << 20, dtype=torch.uint8, device="meta"),
-        "runner_names": ["trtllm-gen"], "q_len": 1, "num_heads": 128, "kv_lora_rank": 512,
-        "max_seq_len": 4096, "device": torch.device("cpu"),
-    }
+    arguments = builder_arguments(pages=4096, page_size=PAGE_SIZE, tables=(8, 2, 2048), max_seq_len=4096)
     arguments.update(changes)
     return arguments
 

@@ -15,13 +15,13 @@ printed).
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import sys
 import zipfile
 from typing import Any, Iterable, Iterator, Optional
 
+from ...release_detection import build_meta_version
 from .scan import (
     PER_REQUEST_PATTERNS,
     Finding,
@@ -50,24 +50,8 @@ class _Recorder:
     def __iter__(self) -> Iterator[SourceFile]:
         for source in self.sources:
             if source.path.endswith("/_build_meta.py") and source.path.count("/") == 1:
-                self.version = _build_meta_version(source.data)
+                self.version = build_meta_version(source.data)
             yield source
-
-
-def _build_meta_version(data: bytes) -> Optional[str]:
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str)
-            and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
-        ):
-            return node.value.value
-    return None
 
 
 def run_audit(*, source_dir: Optional[str] = None, wheel: Optional[str] = None, exact: bool = False) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""``fi-compat doctor`` and :func:`fi_compat.doctor_report`: one screen for a bug report.
+"""``fi-compat doctor``: one screen for a bug report (the report itself is
+:mod:`fi_compat.diagnosis`, shared with :func:`fi_compat.doctor_report`).
 
-What it shows, one section each (:mod:`.environment`, :mod:`.verdicts`,
-:mod:`.state`): fi_compat, Python, torch; the flashinfer release and how it
+What it shows, one section each (:mod:`fi_compat.diagnosis.environment`,
+``.verdicts``, ``.sections``): fi_compat, Python, torch; the flashinfer release and how it
 was detected; the verdict on every cache fi_compat bounds and the call API's
 decode signature, by the lookup ``install()`` uses; what is installed; whether
 TensorRT-LLM's workaround is there; the census of flashinfer's unbounded
@@ -31,39 +32,7 @@ import argparse
 import json
 from typing import Any
 
-from .environment import FLASHINFER_KEYS, TORCH_KEYS, import_flashinfer
-from .report import SCHEMA_VERSION, TOP_LEVEL_KEYS, gather
-from .state import CENSUS_KEYS, INSTALLED_KEYS, SETTING_KEYS, TRTLLM_KEYS
-from .text import format_text
-from .verdicts import CALL_API_KEYS
-
-SECTION_KEYS = {
-    "fi_compat": ("version", "path"),
-    "python": ("version", "implementation", "executable", "platform"),
-    "torch": TORCH_KEYS,
-    "flashinfer": FLASHINFER_KEYS,
-    "bounds": ("checked_on", "outcome", "reason", "rows"),
-    "call_api": CALL_API_KEYS,
-    "installed": INSTALLED_KEYS,
-    "trtllm_workaround": TRTLLM_KEYS,
-    "census": CENSUS_KEYS,
-}
-
-
-def doctor_report() -> str:
-    """The doctor's report on *this* process, as text (log it from inside an engine).
-
-    Reads what is already there: the installed state, the verdicts through
-    the live functions when flashinfer is imported (or its source when not),
-    TensorRT-LLM's workaround, the census of flashinfer's caches.  Imports
-    neither torch, flashinfer nor tensorrt_llm, installs nothing, never raises
-    for a missing or broken flashinfer (the report says what it could not do).
-    Cost: one census pass over the loaded flashinfer modules and one verdict
-    per bounded cache, about 0.1 s with flashinfer 0.6.18 imported
-    (docs/doctor.md); call it once after warm-up or from a debug endpoint,
-    never per request.
-    """
-    return format_text(gather(in_process=True))
+from ...diagnosis import SCHEMA_VERSION, SECTION_KEYS, SETTING_KEYS, TOP_LEVEL_KEYS, format_text, gather
 
 
 def register(subparsers: Any) -> None:
@@ -99,15 +68,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "SECTION_KEYS",
-    "SETTING_KEYS",
-    "TOP_LEVEL_KEYS",
-    "doctor_report",
-    "format_text",
-    "gather",
-    "import_flashinfer",
-    "register",
-    "run",
-]
+__all__ = ["SCHEMA_VERSION", "SECTION_KEYS", "SETTING_KEYS", "TOP_LEVEL_KEYS", "register", "run"]

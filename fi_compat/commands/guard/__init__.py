@@ -17,4 +17,4 @@ engine layout there under the CPU-host shim with fi_compat installed, and
 
 from __future__ import annotations
 
-DISTRIBUTION = "flashinfer-python"
+from ...specs import DISTRIBUTION as DISTRIBUTION  # defined once, in the spec

@@ -67,7 +67,13 @@ class Leak:
     def describe(self) -> str:
         key = "(parameters unknown)" if self.key is None else f"({', '.join(self.key)})"
         where = ", ".join(
-            f"{l['layout']}/{l['backend']} +{l['gained']} over {l['lengths']} new lengths" for l in self.layouts
+            f"{l['layout']}/{l['backend']}/{l.get('mode', 'q1')} "
+            + (
+                f"+{l['gained']} over {l['lengths']} new lengths"
+                if l.get("gained") is not None
+                else f"{l['bytes_per_length']:.0f} B per new length"
+            )
+            for l in self.layouts
         )
         return (
             f"{self.function}{key} grows by {self.per_length:.1f} entries per distinct max_seq_len "
@@ -149,13 +155,64 @@ def leaks(payload: dict[str, Any]) -> list[Leak]:
                 {
                     "layout": layout["layout"],
                     "backend": layout["backend"],
+                    "mode": layout.get("mode", "q1"),
                     "gained": gained,
                     "lengths": new_lengths,
                     "per_length": gained / new_lengths,
                     "first_half": entry["gained"][0],
                 }
             )
+    _memory_leaks(payload, found)
     return sorted(found.values(), key=lambda leak: -leak.per_length)
+
+
+def _memory_leaks(payload: dict[str, Any], found: dict[str, Leak]) -> None:
+    """The census by memory's sites (fi_compat.memory_census), one leak per
+    ``file:line``.  A memo the functools census already named is not repeated;
+    in a layout where it named one, lines that hold memory outside any memo
+    found (the buckets a leaking config holds, in another file) are listed with
+    that leak (``also_held``), not as leaks of their own."""
+    functools_leaks = dict(found)
+    for layout in payload["layouts"]:
+        mode = layout.get("mode", "q1")
+        here = [
+            leak
+            for leak in functools_leaks.values()
+            if any(
+                (l["layout"], l["backend"], l.get("mode", "q1")) == (layout["layout"], layout["backend"], mode)
+                for l in leak.layouts
+            )
+        ]
+        for site in layout.get("memory", {}).get("sites", []):
+            words = site["what"].replace(",", " ").split()
+            if any(qualname in words for qualname in functools_leaks):
+                continue
+            if site["kind"] == "memory" and here:
+                for entry in here[0].layouts:
+                    if (entry["layout"], entry["backend"], entry.get("mode", "q1")) == (
+                        layout["layout"],
+                        layout["backend"],
+                        mode,
+                    ):
+                        entry.setdefault("also_held", []).append(
+                            f"{site['where']} ({site['bytes_per_length']:.0f} B per length)"
+                        )
+                continue
+            name = f"{site['where']}: {site['what']} ({site['bytes_per_length']:.0f} B per length)"
+            leak = found.setdefault(
+                name, Leak(name, None, None, "no fi_compat row bounds it (the census by memory found it)", [])
+            )
+            leak.layouts.append(
+                {
+                    "layout": layout["layout"],
+                    "backend": layout["backend"],
+                    "mode": mode,
+                    "gained": site["entries_per_length"],
+                    "lengths": layout["lengths"][1],
+                    "per_length": site["entries_per_length"] or 0.0,
+                    "bytes_per_length": site["bytes_per_length"],
+                }
+            )
 
 
 def run_probe(
@@ -165,6 +222,7 @@ def run_probe(
     *,
     lengths: Optional[int] = None,
     only_bounds: Optional[Sequence[str]] = None,
+    modes: Optional[Sequence[str]] = None,
     timeout: float = PROBE_TIMEOUT_S,
 ) -> dict[str, Any]:
     """Run :mod:`.census_probe` over ``overlay``; its JSON report."""
@@ -174,6 +232,8 @@ def run_probe(
         command += ["--lengths", str(lengths)]
     if only_bounds is not None:
         command += ["--only-bounds", ",".join(only_bounds)]
+    if modes is not None:
+        command += ["--modes", ",".join(modes)]
     try:
         done = subprocess.run(
             command,
@@ -204,6 +264,7 @@ def census_wheel(
     *,
     lengths: Optional[int] = None,
     only_bounds: Optional[Sequence[str]] = None,
+    modes: Optional[Sequence[str]] = None,
     timeout: float = PROBE_TIMEOUT_S,
 ) -> CensusResult:
     """Install ``wheel`` in a throwaway directory, run the probe, judge the census.
@@ -218,16 +279,25 @@ def census_wheel(
         started = time.perf_counter()
         install_overlay(wheel, overlay)
         installed = time.perf_counter()
-        payload = run_probe(overlay, scratch, release, lengths=lengths, only_bounds=only_bounds, timeout=timeout)
+        payload = run_probe(
+            overlay, scratch, release, lengths=lengths, only_bounds=only_bounds, modes=modes, timeout=timeout
+        )
         finished = time.perf_counter()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if only_bounds is not None:
         notes.append(f"fi_compat installed with only these rows (--census-only-bounds): {', '.join(only_bounds)}")
+    if modes is not None:
+        notes.append(f"query modes driven (--census-modes): {', '.join(modes)}")
     found = leaks(payload)
     layouts = [
-        {k: layout[k] for k in ("layout", "backend", "lengths", "launches", "seconds")} for layout in payload["layouts"]
+        {k: layout.get(k) for k in ("layout", "backend", "mode", "lengths", "launches", "seconds")}
+        for layout in payload["layouts"]
     ]
+    notes.extend(
+        f"query mode {r['mode']} not accepted by {payload['release']} ({r['layout']}/{r['backend']}): {r['error']}"
+        for r in payload.get("refused_modes", [])
+    )
     return CensusResult(
         GROWS if found else FLAT,
         payload["release"],
@@ -240,14 +310,19 @@ def census_wheel(
 
 
 def add_census(
-    result: Result, wheel: Path, *, lengths: Optional[int] = None, only_bounds: Optional[Sequence[str]] = None
+    result: Result,
+    wheel: Path,
+    *,
+    lengths: Optional[int] = None,
+    only_bounds: Optional[Sequence[str]] = None,
+    modes: Optional[Sequence[str]] = None,
 ) -> None:
     """Run the census of ``wheel`` and fold it into its static ``result``: growth
     makes a passing verdict ``leaks`` (exit 1); a census that cannot run makes
     it ``error`` (exit 2), since the check asked for was not done."""
     release = result.release or wheel.name
     try:
-        census = census_wheel(wheel, release, lengths=lengths, only_bounds=only_bounds)
+        census = census_wheel(wheel, release, lengths=lengths, only_bounds=only_bounds, modes=modes)
     except CensusError as exc:
         result.census = {"verdict": GUARD_ERROR, "release": release, "summary": f"census not run: {exc}"}
         result.verdict = GUARD_ERROR

@@ -5,7 +5,7 @@ directory put first on ``PYTHONPATH``; never run in the user's own process
 (flashinfer's caches are process-global, and this imports torch and flashinfer)::
 
     python -m fi_compat.commands.guard.census_probe --release X --target DIR --out FILE
-                                                    [--lengths N] [--only-bounds NAME,NAME]
+                                                    [--lengths N] [--modes MODE,MODE] [--only-bounds NAME,NAME]
 
 It installs fi_compat, imports flashinfer under the CPU-host shim
 (:func:`fi_compat.testing.cpu_host`) and, for each engine layout with its
@@ -41,7 +41,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 #: Each engine's layout and the backends it passes (fi_compat.testing.workload,
 #: docs/integration/*.md): TensorRT-LLM always trtllm-gen; vLLM "auto", or
@@ -53,8 +53,20 @@ ENGINE_BACKENDS: tuple[tuple[str, str], ...] = (
     ("sglang", "auto"),
     ("sglang", "cute-dsl"),
 )
+#: The query modes each (layout, backend) also drives (fi_compat.testing.modes), beyond ``q1``:
+#: MTP / target-verify everywhere, vLLM's ragged speculative query on its calls, sparse MLA with
+#: vLLM's and SGLang's auto (cute-dsl refuses it), DCP with vLLM's cute-dsl call, modular with cute-dsl.
+EXTRA_MODES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("trtllm", "trtllm-gen"): ("mtp",),
+    ("vllm", "auto"): ("mtp", "varq", "sparse"),
+    ("vllm", "cute-dsl"): ("mtp", "varq", "dcp", "modular"),
+    ("sglang", "auto"): ("mtp", "sparse"),
+    ("sglang", "cute-dsl"): ("mtp", "modular"),
+}
+#: Every query mode the probe knows, in the order it drives them (``--modes`` picks a subset).
+QUERY_MODES = ("q1", "mtp", "varq", "sparse", "dcp", "modular")
 DEFAULT_LENGTHS = 256
-CONTEXT = 65536
+CONTEXT = 131072
 """Longest ``max_seq_len`` decoded; lengths are spread over ``[1, CONTEXT]``,
 more than one 128-token K tile apart (the coarsest key fi_compat knows)."""
 BATCH = 8
@@ -144,33 +156,46 @@ def describe_key(qualname: str) -> dict[str, Any]:
 
 
 def soak_layout(
-    torch: Any, decode: Any, host: Any, layout: str, backend: str, halves: tuple[list[int], list[int]]
+    torch: Any,
+    decode: Any,
+    host: Any,
+    layout: str,
+    backend: str,
+    halves: tuple[list[int], list[int]],
+    mode: str = "q1",
 ) -> dict[str, Any]:
-    """One engine's call over both halves of lengths; the growth of every cache in each half."""
-    from ... import census
-    from ...testing import workload
+    """One engine's call in ``mode`` over both halves of lengths: the growth of
+    every functools cache in each half, and the census by memory
+    (:func:`fi_compat.memory_census.measure`) over the same halves."""
+    from ... import census, memory_census
+    from ...testing import modes, workload
 
     full_width = CONTEXT // PAGE_SIZE
-    base = workload.make_inputs(torch, layout, batch=BATCH, width=full_width, page_size=PAGE_SIZE, num_pages=NUM_PAGES)
+    base = modes.mode_inputs(
+        torch, layout, mode, batch=BATCH, width=full_width, page_size=PAGE_SIZE, num_pages=NUM_PAGES
+    )
     by_width = {full_width: base}
 
     def decode_once(length: int) -> None:
-        width = workload.sglang_width(length, PAGE_SIZE) if layout == "sglang" else full_width
+        width = workload.sglang_width(length + 2 * modes.MTP_Q_LEN, PAGE_SIZE) if layout == "sglang" else full_width
         if width not in by_width:
-            by_width[width] = workload.resize(torch, base, width=width)
+            by_width[width] = workload.resize(torch, base, width=min(width, full_width))
         inputs = by_width[width]
         inputs.seq_lens.fill_(length)
-        workload.call(layout, decode, inputs, length, backend)
+        modes.mode_call(torch, mode, layout, decode, inputs, length, backend)
         host.recorder.launches.clear()
 
-    decode_once(CONTEXT)  # warm-up: first-call imports and compiles are not growth
+    decode_once(CONTEXT - 4 * modes.MTP_Q_LEN)  # warm-up: first-call imports and compiles are not growth
     started = time.perf_counter()
     counts = [census.take()]
     launches = host.recorder.total
-    for half in halves:
+
+    def drive(half: Sequence[int]) -> None:
         for length in half:
             decode_once(length)
         counts.append(census.take())
+
+    memory = memory_census.measure(drive, halves)
     grown = {}
     for index in (0, 1):
         for growth in census.grown(counts[index], counts[index + 1]):
@@ -190,14 +215,18 @@ def soak_layout(
     return {
         "layout": layout,
         "backend": backend,
+        "mode": mode,
         "lengths": [len(halves[0]), len(halves[1])],
         "launches": host.recorder.total - launches,
         "seconds": round(time.perf_counter() - started, 3),
         "grown": sorted(grown.values(), key=lambda e: -sum(e["gained"])),
+        "memory": {k: memory[k] for k in ("sites", "census_s")},
     }
 
 
-def run_probe(release: str, target: str, lengths: int, only_bounds: Optional[list[str]]) -> dict[str, Any]:
+def run_probe(
+    release: str, target: str, lengths: int, only_bounds: Optional[list[str]], modes: tuple[str, ...] = QUERY_MODES
+) -> dict[str, Any]:
     import warnings
 
     if only_bounds is not None:
@@ -223,15 +252,27 @@ def run_probe(release: str, target: str, lengths: int, only_bounds: Optional[lis
     if _version(release) is not None and _version(installed) != _version(release):
         raise RuntimeError(f"the throwaway install holds flashinfer-python {installed}, not {release}")
     fi_compat.install()
-    results = []
+    results: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []  # query modes this release does not accept
     with cpu_host() as host:
         module = importlib.import_module("flashinfer.mla")
         decode = getattr(module, specs.DECODE.name)
-        for combo, (layout, backend) in enumerate(ENGINE_BACKENDS):
+        combos = [
+            (layout, backend, mode)
+            for layout, backend in ENGINE_BACKENDS
+            for mode in ("q1", *EXTRA_MODES.get((layout, backend), ()))
+            if mode in modes
+        ]
+        for combo, (layout, backend, mode) in enumerate(combos):
+            halves = probe_lengths(lengths, combo)
             try:
-                results.append(soak_layout(torch, decode, host, layout, backend, probe_lengths(lengths, combo)))
-            except Exception as exc:  # noqa: BLE001  (reported with the layout; the guard exits 2)
-                raise RuntimeError(f"layout {layout}, backend {backend}: {type(exc).__name__}: {exc}") from exc
+                results.append(soak_layout(torch, decode, host, layout, backend, halves, mode))
+            except Exception as exc:  # noqa: BLE001  (q1: reported with the layout, the guard exits 2)
+                if mode == "q1":
+                    raise RuntimeError(f"layout {layout}, backend {backend}: {type(exc).__name__}: {exc}") from exc
+                refused.append(
+                    {"layout": layout, "backend": backend, "mode": mode, "error": f"{type(exc).__name__}: {exc}"[:300]}
+                )
         state = fi_compat.status()
     keys = {}
     for result in results:
@@ -243,6 +284,7 @@ def run_probe(release: str, target: str, lengths: int, only_bounds: Optional[lis
         "asked": release,
         "location": location,
         "only_bounds": only_bounds,
+        "modes": list(modes),
         "lengths": lengths,
         "context": CONTEXT,
         "batch": BATCH,
@@ -255,8 +297,18 @@ def run_probe(release: str, target: str, lengths: int, only_bounds: Optional[lis
             ],
         },
         "layouts": results,
+        "refused_modes": refused,
         "keys": keys,
     }
+
+
+def parse_modes(text: str) -> tuple[str, ...]:
+    """``q1,mtp`` -> the modes in :data:`QUERY_MODES` order; ValueError naming what is accepted."""
+    asked = [mode.strip() for mode in text.split(",") if mode.strip()]
+    unknown = [mode for mode in asked if mode not in QUERY_MODES]
+    if unknown or not asked:
+        raise ValueError(f"query modes {', '.join(unknown) or '(none)'} not known; accepted: {', '.join(QUERY_MODES)}")
+    return tuple(mode for mode in QUERY_MODES if mode in asked)
 
 
 def _version(text: str) -> Any:
@@ -280,10 +332,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         metavar="NAME,NAME",
         help="internal (tests of the guard): install only these rows of fi_compat.bounds.BOUNDS",
     )
+    parser.add_argument("--modes", default=",".join(QUERY_MODES), help="the query modes to drive: MODE,MODE")
     args = parser.parse_args(argv)
     only = None if args.only_bounds is None else [n.strip() for n in args.only_bounds.split(",") if n.strip()]
     try:
-        payload = run_probe(args.release, args.target, args.lengths, only)
+        payload = run_probe(args.release, args.target, args.lengths, only, parse_modes(args.modes))
         status = 0
     except BaseException as exc:  # noqa: BLE001  (everything reaches the guard as text)
         payload = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=8)}

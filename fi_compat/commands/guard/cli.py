@@ -119,6 +119,13 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="look for flashinfer-python wheels in DIR before the cache (repeatable; never downloads)",
     )
+    parser.add_argument(
+        "--census-modes",
+        default=None,
+        metavar="MODE,MODE",
+        help="with --census: the query modes to drive (q1, mtp, varq, sparse, dcp, modular; default: every mode the release "
+        "accepts); fewer modes take less time and see less",
+    )
     # Internal, for fi_compat's own tests of --census (docs/guard.md): the probe
     # installs only these rows of fi_compat.bounds.BOUNDS.  Not a way to use fi_compat.
     parser.add_argument("--census-only-bounds", default=None, help=argparse.SUPPRESS)
@@ -136,6 +143,11 @@ class Guard:
         self.census_only_bounds: Optional[list[str]] = (
             None if args.census_only_bounds is None else [n.strip() for n in args.census_only_bounds.split(",")]
         )
+        self.census_modes: Optional[tuple[str, ...]] = None
+        if args.census_modes is not None:
+            from .census_probe import parse_modes  # the probe's own list; only with --census
+
+            self.census_modes = parse_modes(args.census_modes)
         self.find_links: list[Path] = args.find_links
         self.results: list[Result] = []
         self.notes: list[str] = []
@@ -179,7 +191,7 @@ class Guard:
         if self.census:
             from .census_check import add_census
 
-            add_census(result, wheel, only_bounds=self.census_only_bounds)
+            add_census(result, wheel, only_bounds=self.census_only_bounds, modes=self.census_modes)
         return result
 
     def check_release(self, release: str, origin: str) -> None:
@@ -266,6 +278,17 @@ def run(args: argparse.Namespace) -> int:
     if args.census_only_bounds is not None and not args.census:
         print("fi-compat guard: --census-only-bounds applies to --census only", file=sys.stderr)
         return EXIT_ERROR
+    if args.census_modes is not None:
+        if not args.census:
+            print("fi-compat guard: --census-modes applies to --census only", file=sys.stderr)
+            return EXIT_ERROR
+        from .census_probe import parse_modes
+
+        try:
+            parse_modes(args.census_modes)
+        except ValueError as exc:
+            print(f"fi-compat guard: --census-modes: {exc}", file=sys.stderr)
+            return EXIT_ERROR
     for directory in args.find_links:
         if not directory.is_dir():
             print(f"fi-compat guard: --find-links {directory}: no such directory", file=sys.stderr)

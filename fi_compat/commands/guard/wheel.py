@@ -40,7 +40,6 @@ MAX_RATIO = 100.0
 """Largest uncompressed/compressed ratio accepted (Python source compresses about 4.7x)."""
 RATIO_FLOOR_BYTES = 64 * 1024
 """Members smaller than this are not ratio-checked (tiny files compress oddly)."""
-MAX_IMPORT_DEPTH = 4
 
 
 def module_path(module: str) -> tuple[str, str]:

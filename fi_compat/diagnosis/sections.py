@@ -11,7 +11,7 @@ import importlib.util
 import sys
 from typing import Any
 
-from ... import census, config
+from .. import census, config, memory_census
 
 INSTALLED_KEYS = ("state", "outcome", "patched", "waiting_for", "error", "notes")
 TRTLLM_KEYS = ("present", "position", "checked_in", "tensorrt_llm_imported", "tensorrt_llm_installed", "note")
@@ -22,6 +22,7 @@ CENSUS_KEYS = (
     "flashinfer_unbounded_entries",
     "fi_compat",
     "grown_behind_fi_compat",
+    "walked",
 )
 SETTING_KEYS = ("value", "source", "env", "error")
 
@@ -76,9 +77,13 @@ def census_section(state: dict[str, Any], *, flashinfer_imported: bool) -> dict[
     cache that fi_compat bounds yet holds entries: something reached it
     behind fi_compat's proxy.  Cost: one pass over the loaded flashinfer modules."""
     section: dict[str, Any] = dict.fromkeys(CENSUS_KEYS)
-    section.update(taken=False, flashinfer_unbounded=[], fi_compat=[], grown_behind_fi_compat=[])
+    section.update(taken=False, flashinfer_unbounded=[], fi_compat=[], grown_behind_fi_compat=[], walked=None)
     if not flashinfer_imported:
         return section
+    # the second eye (fi_compat.memo_walk): caches under decorators, held by instances or
+    # closures, or bounded far above fi_compat's bound, which census.take cannot see
+    size = state.get("settings", {}).get("cache_size", {}).get("value") or config.DEFAULT_CACHE_SIZE
+    section["walked"] = memory_census.walk_report(cache_size=int(size))
     counts = census.take()
     unbounded = sorted(
         (c for c in counts.values() if c.owner == census.FLASHINFER and c.unbounded),

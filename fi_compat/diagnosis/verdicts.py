@@ -15,9 +15,9 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ...bounds import BOUNDS, ReleaseVerdict, judge_release
-from ...lookup import DirectoryReader, Lookup, module_loaded, runtime_lookup, source_lookup
-from ...specs import DECODE
+from ..bounds import BOUNDS, ReleaseVerdict, judge_release
+from ..lookup import DirectoryReader, Lookup, module_loaded, runtime_lookup, source_lookup
+from ..specs import DECODE
 
 ROW_KEYS = (
     "name",

@@ -104,6 +104,18 @@ def _state(report: dict[str, Any]) -> list[str]:
             lines.append(_line("", f"{count['currsize']:>8}  {count['qualname']}"))
         if len(holding) > CENSUS_SHOWN:
             lines.append(_line("", f"... and {len(holding) - CENSUS_SHOWN} more holding entries (--json lists all)"))
+        walked = census.get("walked")
+        if walked:
+            hidden = walked["unbounded_caches"]
+            lines.append(
+                _line(
+                    "memo walk",
+                    f"{walked['memos']} memos reachable from flashinfer ({walked['walk_s']} s); "
+                    f"{len(hidden)} unbounded caches holding entries",
+                )
+            )
+            for memo in hidden[:CENSUS_SHOWN]:
+                lines.append(_line("", f"{memo['size']:>8}  {memo['path']} ({memo['where']})"))
     else:
         lines.append(_line("census", "not taken (flashinfer not imported)"))
     return lines

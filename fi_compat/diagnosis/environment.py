@@ -8,9 +8,10 @@ import platform
 import sys
 from typing import Any, Optional
 
-from ..._version import __version__
-from ...release_detection import detect_release, package_directories
-from ...specs import CORE_MODULE
+from .._version import __version__
+from ..release_detection import detect_release, package_directories
+from ..lookup.modules import loaded
+from ..specs import CORE_MODULE, PACKAGE
 
 TORCH_KEYS = ("installed", "version", "cuda_build", "device", "device_name", "capability", "error")
 FLASHINFER_KEYS = (
@@ -29,11 +30,10 @@ FLASHINFER_KEYS = (
 NOT_IMPORTED_HERE = "not imported in this process"
 NOT_ATTEMPTED = "not attempted (--no-import)"
 FAILED_HERE = "import failed in this process"  # the start of import_error after a failed `import flashinfer`
-PACKAGE = "flashinfer"
 
 
 def fi_compat_section() -> dict[str, Any]:
-    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return {"version": __version__, "path": package}
 
 
@@ -88,7 +88,7 @@ def import_flashinfer(cpu_shim: bool = False) -> Optional[str]:
     before = set(sys.modules)
     try:
         if cpu_shim:
-            from ...testing import cpu_host
+            from ..testing import cpu_host
 
             with cpu_host():
                 importlib.import_module(CORE_MODULE)
@@ -122,7 +122,7 @@ def flashinfer_imported() -> bool:
     others, then fails on a CPU-only torch).  Those leftovers are not a working
     flashinfer: reading them would report rows of a verified release as
     missing, because the modules that failed never loaded."""
-    return sys.modules.get(PACKAGE) is not None and sys.modules.get(CORE_MODULE) is not None
+    return loaded(PACKAGE) is not None and loaded(CORE_MODULE) is not None
 
 
 def _raised_by_flashinfer(exc: Optional[BaseException], package_dir: Optional[str]) -> bool:
@@ -169,7 +169,7 @@ def failed_import(package_dir: Optional[str]) -> Optional[str]:
     (see :func:`flashinfer_imported`).  A failure before any submodule loaded
     leaves no trace and reads as "not imported in this process".  Reads
     ``sys.modules`` only; imports nothing."""
-    if sys.modules.get(PACKAGE) is not None:
+    if loaded(PACKAGE) is not None:
         return None
     leftovers = _flashinfer_modules()
     if not leftovers:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ...bounds import PARTIAL, UNSUPPORTED, UNVERIFIED
+from ..bounds import PARTIAL, UNSUPPORTED, UNVERIFIED
 from .environment import (
     NOT_ATTEMPTED,
     NOT_IMPORTED_HERE,
@@ -13,7 +13,7 @@ from .environment import (
     python_section,
     torch_section,
 )
-from .state import census_section, installed_section, settings_section, trtllm_section
+from .sections import census_section, installed_section, settings_section, trtllm_section
 from .verdicts import bounds_section, call_api_section, judge
 
 SCHEMA_VERSION = 2
@@ -51,7 +51,7 @@ def gather(
     per row; docs/doctor.md); reading the source instead parses the modules
     fi_compat looks in.
     """
-    from ... import installer
+    from .. import installer
 
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,

@@ -1,0 +1,92 @@
+"""Issue #22's shapes (tests/drift_shapes.py), each a real release with one
+small edit, through the guard's census: the functools census and the census
+by memory (fi_compat.memo_walk, fi_compat.memory_census) over the query modes
+that reach the shape's cache, fi_compat installed.
+
+For each shape the child also reads the ground truth: how many entries the
+shape's own memo holds at the end (tests/matrix/drift_shape_census.py).  The
+census must agree with it: a memo that grew per distinct length is a leak the
+guard names (exit 1), with its ``file:line``; one that fi_compat bounded is
+not.  On the real release, over every query mode, the census by memory finds
+exactly what the functools census finds: nothing.
+
+Cost: about 20-60 s per release on a shared core (most of it the walks
+under tracing); the real release's all-mode run about 2-3 min.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import drift
+import drift_shapes
+from drift_shapes import GROWS_AT, SHAPES
+
+drift_shapes.skip_unless_on_a_shape_base()
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+CHILD = "drift_shape_census:census_report"
+LENGTHS = 32  # two halves of 16 distinct lengths over 128K: at 0.25 entries a length, 4 entries a half
+Q1_VLLM, CUTE_VLLM = ["vllm", "auto", "q1"], ["vllm", "cute-dsl", "q1"]
+COMBOS = {
+    "sizer-decorated": [CUTE_VLLM],
+    "sizer-moved-lazy": [CUTE_VLLM],
+    "decode-new-cache-decorated": [["trtllm", "trtllm-gen", "q1"]],
+    "decode-new-cache-mtp": [Q1_VLLM, ["vllm", "auto", "mtp"]],
+}
+
+
+@pytest.fixture(scope="module")
+def server(fork_server):
+    return fork_server
+
+
+def _run(server, site, **kwargs):
+    return server.run(site, CHILD, timeout=900, **kwargs)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[shape.name for shape in SHAPES])
+def test_no_shape_is_green_while_its_memo_grows(shape, server, tmp_path_factory):
+    try:
+        synthetic = drift_shapes.build_site(shape, tmp_path_factory.mktemp(shape.name))
+    except ValueError as exc:
+        pytest.skip(str(exc))
+    module, attributes = GROWS_AT[shape.name]
+    report = _run(server, synthetic.site, combos=COMBOS.get(shape.name, [Q1_VLLM]), lengths=LENGTHS,
+                  grows_at=[module, attributes])
+    assert report["version"] == synthetic.version
+    assert report["refused"] == [], report["refused"]
+    truth = report["truth"]
+    assert truth is not None, f"{module}.{attributes} not found after the run"
+    grew = truth >= 0.25 * LENGTHS / 2
+    leaf = attributes.split(".")[0]
+    named = [leak for leak in report["leaks"] if leaf in leak["function"] or leaf in leak["describe"]]
+    if grew:
+        # the guard names it (file:line for the census by memory) and fails
+        assert named, (truth, report["leaks"], report["memory_sites"], report["functools_grown"])
+        if shape.name == "decode-new-cache-mtp":
+            # reached only when q_len > 1: the q1 soak stays flat, the MTP soak finds it
+            assert all(mode == ["vllm", "auto", "mtp"] for leak in named for mode in leak["modes"]), named
+    else:
+        assert named == [], (truth, named)  # fi_compat bounded it: nothing to report
+    sites = [site for sites in report["memory_sites"].values() for site in sites]
+    for site in sites:
+        file, _, line = site["where"].rpartition(":")
+        assert line.isdigit() and file.startswith(str(synthetic.site)), site  # flashinfer's file:line
+
+
+def test_real_release_census_by_memory_agrees_with_the_functools_census(server):
+    """Every query mode the release accepts, every layout and backend, 128K
+    context: neither eye finds growth with fi_compat installed (no new false
+    alarms).  Modes a release refuses are listed, never silently dropped."""
+    report = _run(server, None, lengths=LENGTHS)
+    assert report["version"] == drift.base_version(drift.real_package_dir())
+    assert report["leaks"] == [], report["leaks"]
+    assert report["census_not_walked"] == []  # the walk sees every cache the functools census counts
+    assert all(not grown for grown in report["functools_grown"].values()), report["functools_grown"]
+    assert all(not sites for sites in report["memory_sites"].values()), report["memory_sites"]
+    modes = {key.rsplit("/", 1)[1] for key in report["functools_grown"]}
+    assert {"q1", "mtp"} <= modes, report["refused"]
