@@ -1,6 +1,7 @@
 """Every query mode ``fi-compat guard --census`` drives reaches flashinfer's
-kernel launch on the real release, or is refused only where the release lacks
-the mode's parameter.
+kernel launch on the real release, or is refused: by fi_compat's call where the
+release lacks the mode's parameter, or by flashinfer itself (0.6.14-0.6.15.post1's
+cute-dsl refuses ``cum_seq_lens_q``), which the guard reports as a note.
 
 ``fi_compat.testing.modes`` builds each mode's call (a ragged query with
 ``cum_seq_lens_q``, a sparse table, DCP's keywords, ...).  A census that drives
@@ -14,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from fi_compat.commands.guard.census_probe import ENGINE_BACKENDS, EXTRA_MODES
+from support import describe_error, flashinfer_refusal
 from fi_compat.testing import modes, workload
 
 torch = pytest.importorskip("torch")
@@ -43,5 +45,7 @@ def test_the_mode_reaches_the_launch_or_names_the_missing_parameter(fi_cpu_host,
             modes.mode_call(torch, mode, layout, decode, t, 4000, backend)
         return
     before = fi_cpu_host.recorder.total
-    modes.mode_call(torch, mode, layout, decode, t, 4000, backend)
+    refusal = flashinfer_refusal(lambda: modes.mode_call(torch, mode, layout, decode, t, 4000, backend))
+    if refusal is not None:  # raised inside flashinfer; an error of fi_compat's call fails the test
+        pytest.skip(f"flashinfer refuses it: {describe_error(refusal)}")
     assert fi_cpu_host.recorder.total > before, "no kernel launch recorded"

@@ -85,5 +85,9 @@ def test_not_strict_keeps_the_matched_rows_bounded_and_warns(mismatched, tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(done.stdout.split("SERVING ", 1)[1].splitlines()[0])
     assert rows["builder"] == ["mismatch", False]
-    assert rows["tuning-config"] == ["bound", True], rows
+    # every other row whose module ``import flashinfer`` loaded stays bounded (before 0.6.15.post1
+    # there is no tuning-config memo; the cute-dsl sizers' modules load later, on first use)
+    if rows["tuning-config"][0] != "not-in-release":
+        assert rows["tuning-config"] == ["bound", True], rows
+    assert [name for name, (verdict, patched) in rows.items() if verdict == "bound" and patched], rows
     assert "q_len" in done.stderr and "left it unbounded" in done.stderr, done.stderr[-3000:]
