@@ -353,17 +353,28 @@ __all__ = ["GROWS_AT", "SHAPES", "SHAPES_BY_NAME", "build_site", "shape_version"
 #: shape costs a synthetic site and a child process, about ten seconds; on the
 #: other sixteen releases the shared drift catalogue covers the same code paths.
 SHAPE_BASES = ("0.6.18", "0.7.4")
-#: ``FI_COMPAT_SHAPE_BASES=0.6.18`` narrows them (a comma list; ``.ci/run`` sets it): the
-#: committed full matrix judges every base, and CI's sessions re-run the rest of the suite.
+#: ``FI_COMPAT_SHAPE_BASES=default`` (``.ci/run`` sets it) narrows them to the default
+#: release, and a comma list of bases to those: the committed full matrix judges every base,
+#: and CI's sessions re-run the rest of the suite.  ``default`` keeps release numbers out of
+#: ``.ci/run`` (they live in fi_compat/release_list.py alone).
 SHAPE_BASES_ENV = "FI_COMPAT_SHAPE_BASES"
 
 
 def shape_bases() -> tuple[str, ...]:
-    """:data:`SHAPE_BASES`, or those named in ``$FI_COMPAT_SHAPE_BASES`` (ValueError for one that is not a base)."""
-    named = tuple(part.strip() for part in os.environ.get(SHAPE_BASES_ENV, "").split(",") if part.strip())
+    """:data:`SHAPE_BASES`, or those named in ``$FI_COMPAT_SHAPE_BASES`` (``default`` is
+    ``fi_compat.release_list.DEFAULT_RELEASE``; ValueError for a name that is not a base)."""
+    from fi_compat.release_list import DEFAULT_RELEASE
+
+    named = tuple(
+        DEFAULT_RELEASE if part.strip() == "default" else part.strip()
+        for part in os.environ.get(SHAPE_BASES_ENV, "").split(",")
+        if part.strip()
+    )
     unknown = [base for base in named if base not in SHAPE_BASES]
     if unknown:
-        raise ValueError(f"{SHAPE_BASES_ENV}={','.join(unknown)}: not a shape base; accepted: {', '.join(SHAPE_BASES)}")
+        raise ValueError(
+            f"{SHAPE_BASES_ENV}={','.join(unknown)}: not a shape base; accepted: default, {', '.join(SHAPE_BASES)}"
+        )
     return named or SHAPE_BASES
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from fi_compat.release_list import DEFAULT_RELEASE
+
 sys.path.insert(0, str(Path(__file__).parent / "matrix"))  # drift_shape_census's _size_at, for the child
 
 import drift_shapes  # noqa: E402
@@ -62,3 +64,19 @@ def test_the_shape_is_bounded_where_it_sits(name, server, tmp_path_factory):
     assert report["verdicts"][row] == "bound", report
     assert report["size"] is not None, report
     assert report["size"] <= CACHE_SIZE * MAX_SCALE, report  # without the fix: one entry per length or more
+
+
+@pytest.mark.parametrize(
+    ("named", "expected"),
+    [("", drift_shapes.SHAPE_BASES), ("default", (DEFAULT_RELEASE,)), (" 0.7.4 , default ", ("0.7.4", DEFAULT_RELEASE))],
+)
+def test_shape_bases_read_from_the_environment(named, expected, monkeypatch):
+    monkeypatch.setenv(drift_shapes.SHAPE_BASES_ENV, named)
+    assert drift_shapes.shape_bases() == expected
+
+
+def test_a_shape_base_that_is_not_one_is_refused_with_the_accepted_names(monkeypatch):
+    monkeypatch.setenv(drift_shapes.SHAPE_BASES_ENV, "0.6.13")
+    accepted = r"accepted: default, 0\.6\.18, 0\.7\.4"
+    with pytest.raises(ValueError, match=rf"FI_COMPAT_SHAPE_BASES=0\.6\.13: not a shape base; {accepted}"):
+        drift_shapes.shape_bases()
