@@ -24,7 +24,14 @@ rounds (median, min and max), the fi_compat/flashinfer ratio of each round
 the time spent inside the builder per call on each side (the part of the
 path a builder memo can remove), and how many fi_compat cache lookups a call
 makes (0: fi_compat does nothing on that path); all three probed after
-timing, on batches of their own.
+timing, on batches of their own.  Then, on batches of their own again,
+where each call's time goes step by step (``StepClock``): flashinfer's
+cute-dsl compatibility checks, the construction of its tunable runners,
+the tuning-config builder, ``AutoTuner.choose_one``, the runner's call (its
+launch preparation up to the recorded launch), and the rest of the decode
+function's own body; exclusive wall time per call, printed as a second table.
+Each timed step adds a Python call and two clock reads (a few tenths of a µs),
+so the instrumented total is printed beside the untimed one.
 
 Targets: ratio <= 0.8 where flashinfer builds a tuning config; <= 1.02 where
 it skips the builder (0.7.4 with an explicit ``backend="trtllm-gen"``).
@@ -119,6 +126,105 @@ def builder_time(core, decode, calls: list[tuple[tuple, dict]]) -> dict:
     return {"builds_config": made[0] > 0, "builder_us_per_call": max(0.0, spent[0]) / len(calls) * 1e6}
 
 
+class StepClock:
+    """Exclusive wall time per labelled step: a step's time less that of the timed
+    steps it calls (so nested steps are never counted twice), and the number of
+    calls.  Used only for the breakdown, never for the timed figures."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self._nested: list[float] = []
+        self._restore: list[tuple[object, str, object]] = []
+
+    def _timed(self, label: str, function):
+        import functools
+
+        clock = time.perf_counter
+
+        @functools.wraps(function)  # __wrapped__: inspect.signature still sees flashinfer's parameters
+        def timed(*args, **kwargs):
+            self._nested.append(0.0)
+            started = clock()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                elapsed = clock() - started
+                nested = self._nested.pop()
+                self.spent[label] = self.spent.get(label, 0.0) + elapsed - nested
+                if self._nested:
+                    self._nested[-1] += elapsed
+
+        return timed
+
+    def time_attribute(self, owner, name: str, label: str) -> bool:
+        """Replace ``owner.name`` (a module function, or a function, classmethod or
+        staticmethod in a class's own ``__dict__``) by a timed one; False where absent."""
+        raw = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        if raw is None:
+            return False
+        if isinstance(raw, (classmethod, staticmethod)):
+            replacement = type(raw)(self._timed(label, raw.__func__))
+        elif callable(raw):
+            replacement = self._timed(label, raw)
+        else:
+            return False
+        self._restore.append((owner, name, raw))
+        setattr(owner, name, replacement)
+        return True
+
+    def restore(self) -> None:
+        for owner, name, raw in reversed(self._restore):
+            setattr(owner, name, raw)
+        self._restore.clear()
+
+
+#: The steps of ``trtllm_batch_decode_with_kv_cache_mla`` timed in the breakdown,
+#: in the order a call meets them (``other``: the rest of the function's own body,
+#: its argument and shape checks and tensor views).
+STEP_LABELS = ("cute-dsl checks", "runner construction", "tuning-config builder", "AutoTuner.choose_one",
+               "runner call (launch preparation)", "other")
+
+
+def _mla_runner_classes():
+    """Every ``TunableRunner`` subclass defined in flashinfer.mla (0.6.x names them
+    ``*MlaDecodeRunner``; 0.7.x moved them to ``flashinfer.mla._batch_mla``)."""
+    from flashinfer.autotuner import TunableRunner
+
+    found, pending = [], list(TunableRunner.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls.__module__.startswith("flashinfer.mla") and cls not in found:
+            found.append(cls)
+    return found
+
+
+def step_times(core, decode, calls: list[tuple[tuple, dict]]) -> dict:
+    """Exclusive wall time per call of each of :data:`STEP_LABELS` over ``calls``,
+    and the instrumented total.  Restores every attribute it replaced."""
+    from flashinfer.autotuner import AutoTuner, TunableRunner
+
+    steps = StepClock()
+    try:
+        steps.time_attribute(core, "_cute_dsl_incompatibility_reason", "cute-dsl checks")
+        steps.time_attribute(core, "_build_mla_decode_tuning_config", "tuning-config builder")
+        steps.time_attribute(AutoTuner, "choose_one", "AutoTuner.choose_one")
+        steps.time_attribute(TunableRunner, "__call__", "runner call (launch preparation)")
+        for cls in _mla_runner_classes():
+            for name in ("__init__", "from_functional"):
+                steps.time_attribute(cls, name, "runner construction")
+            steps.time_attribute(cls, "forward", "runner call (launch preparation)")
+        started = time.perf_counter()
+        for args, kwargs in calls:
+            decode(*args, **kwargs)
+        total = time.perf_counter() - started
+    finally:
+        steps.restore()
+    per_call = {label: steps.spent.get(label, 0.0) / len(calls) * 1e6 for label in STEP_LABELS[:-1]}
+    per_call["other"] = total / len(calls) * 1e6 - sum(per_call.values())
+    return {"steps_us_per_call": per_call, "instrumented_us_per_call": total / len(calls) * 1e6}
+
+
 def fi_compat_lookups() -> int:
     """Hits and misses of every fi_compat cache so far (0 when not installed)."""
     import fi_compat
@@ -180,9 +286,12 @@ def run_worker(variant: str, options: dict) -> dict:
                 other_batches = shifted[options["warmup"]:options["warmup"] + min(300, options["steps"])]
                 looked_up = fi_compat_lookups()
                 builder = builder_time(core, decode, other_batches)
+                lookups = (fi_compat_lookups() - looked_up) / len(other_batches)
+                # two tokens longer: new lengths for flashinfer again, as the builder probe's were
+                shifted = plan_calls(torch, decode, layout, backend, {**options, "length_offset": 2}, device)
+                steps = step_times(core, decode, shifted[options["warmup"]:options["warmup"] + min(300, options["steps"])])
                 out["combos"][combo] = {"us_per_call": per_call, "launches_per_call": launches / len(timed),
-                                        "fi_compat_lookups_per_call":
-                                            (fi_compat_lookups() - looked_up) / len(other_batches), **builder}
+                                        "fi_compat_lookups_per_call": lookups, **builder, **steps}
             except Exception as exc:  # noqa: BLE001  (a combination this release or device does not run)
                 out["combos"][combo] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     if variant == "fi_compat":
@@ -218,7 +327,10 @@ def summarise(runs: dict[str, list[dict]], combos: list[str], clock: str) -> tup
         row = {"combo": combo, "builds_config": builds,
                "launches_per_call": per["flashinfer"][0]["launches_per_call"],
                "builder_us": {v: spread([c["builder_us_per_call"] for c in per[v]]) for v in VARIANTS},
-               "fi_compat_lookups_per_call": per["fi_compat"][0]["fi_compat_lookups_per_call"]}
+               "fi_compat_lookups_per_call": per["fi_compat"][0]["fi_compat_lookups_per_call"],
+               "steps_us": {v: {label: spread([c["steps_us_per_call"][label] for c in per[v]]) for label in STEP_LABELS}
+                            for v in VARIANTS},
+               "instrumented_us": {v: spread([c["instrumented_us_per_call"] for c in per[v]]) for v in VARIANTS}}
         for name in CLOCKS:
             row[name] = {"flashinfer": spread([b[name] for b in base]), "fi_compat": spread([o[name] for o in ours]),
                          "ratio": spread([o[name] / b[name] for b, o in zip(base, ours)])}
@@ -250,6 +362,21 @@ def report(rows: list[dict], clock: str) -> str:
                      f"{c['ratio']['min']:7.3f}-{c['ratio']['max']:.3f}{'<=' + str(row['target']):>8}  {verdict:7}"
                      f"{row['builder_us']['flashinfer']['median']:7.1f} /{row['builder_us']['fi_compat']['median']:5.1f}"
                      f"{row['fi_compat_lookups_per_call']:9.1f}")
+    return "\n".join(lines)
+
+
+def report_steps(rows: list[dict]) -> str:
+    """Where a call's time goes, step by step (wall clock, median over rounds)."""
+    lines = [f"{'layout:backend':20}{'step':34}{'flashinfer us':>14}{'fi_compat us':>14}  (wall clock, exclusive "
+             "time per call, median over rounds; instrumented: the steps' sum with their clock reads)"]
+    for row in rows:
+        if "error" in row:
+            continue
+        for label in STEP_LABELS:
+            mine = row["steps_us"]["fi_compat"][label]["median"]
+            lines.append(f"{row['combo']:20}{label:34}{row['steps_us']['flashinfer'][label]['median']:14.1f}{mine:14.1f}")
+        lines.append(f"{row['combo']:20}{'instrumented total':34}{row['instrumented_us']['flashinfer']['median']:14.1f}"
+                     f"{row['instrumented_us']['fi_compat']['median']:14.1f}")
     return "\n".join(lines)
 
 
@@ -304,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
           f"combination, batch sizes {args.batch_sizes[0]}-{args.batch_sizes[1]}, per-batch max_seq_len up to "
           f"{args.context:,}; {load_before} before, {load_average()} after")
     print(report(rows, clock))
+    print()
+    print(report_steps(rows))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"flashinfer": release, "options": options, "clock": clock, "load_before": load_before,
