@@ -29,11 +29,11 @@ from .errors import (
 )
 
 _LAZY = {
-    "install": "api",
-    "uninstall": "api",
-    "status": "api",
-    "mla_decode": "api",
-    "build_mla_decode_tuning_config": "api",
+    "install": "public",
+    "uninstall": "public",
+    "status": "public",
+    "mla_decode": "public",
+    "build_mla_decode_tuning_config": "public",
     "apply_max_seq_len_policy": "policy",
     "detect_release": "release_detection",
     "doctor_report": "diagnosis",

@@ -1,9 +1,11 @@
 """The caches fi_compat bounds: one declarative row each, and the verdict on each row.
 
-A row (:class:`Bound`) names the flashinfer function (from :mod:`fi_compat.specs`),
-how a call becomes a key (:mod:`fi_compat.adapters.keys`, with the proof that
-the key changes nothing flashinfer computes), and the releases the matrix
-verified it on.  The next leak flashinfer ships is one more row.
+A row (:class:`Bound`) is plain data: the flashinfer function (from
+:mod:`fi_compat.specs`), the name of its key strategy
+(:mod:`fi_compat.adapters.strategies`: how a call becomes a key, with the proof
+that the key changes nothing flashinfer computes), what the memo does, and the
+releases the matrix verified it on.  The next leak flashinfer ships is one more
+row.
 
 :func:`judge` decides, per row and from what :mod:`fi_compat.lookup` found, what
 fi_compat does -- the same function for the runtime, ``fi-compat doctor`` and
@@ -33,14 +35,14 @@ verified range, and the function sits where the spec says; otherwise a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from . import specs
-from .adapters import keys
+from .adapters.strategies import KeyStrategy, strategy
 from .config import DEFAULT_CACHE_SIZE
 from .lookup import BOUNDED, NO_MEMO, UNBOUNDED, Found
 from .release_list import MATRIX_RELEASES
@@ -56,42 +58,41 @@ MISMATCH = "mismatch"
 #: Verdicts that leave a leak fi_compat was supposed to close: a WARNING, or an error when strict.
 PROBLEMS = (MISSING, MISMATCH)
 
-KeyFactory = Callable[[keys.ArgumentLayout], Callable[[tuple], Optional[Hashable]]]
-
-
 @dataclass(frozen=True)
 class Bound:
     """One cache fi_compat bounds.
 
-    ``computes_from_key``: the key *is* the normalised argument tuple, and a
-    miss calls the function with it.  ``memoize_plain``: memoize the function
+    ``key``: the name of its key strategy
+    (:data:`fi_compat.adapters.strategies.STRATEGIES`).  ``memoize_plain``: memoize the function
     even where flashinfer keeps no cache on it.  ``replace_bounded``: bound it
     even where flashinfer bounds it (at a size far above fi_compat's, on a key
     that grows per request).  ``scale``: the row's LRU holds ``scale *
     cache_size`` entries (rows of tiny entries, or of keys that a serving
     engine legitimately has thousands of).  ``keep_identity``: an evicted value
     that someone still holds is handed out again for its key, so flashinfer's
-    identity-keyed caches (the autotuner's) see the same object.  ``arguments``
-    normalises the arguments of a plain function on a miss where
-    ``arguments_apply`` holds.  ``probes``: a miss of this row calls other
+    identity-keyed caches (the autotuner's) see the same object.  ``probes``: a miss of this row calls other
     memoized functions with arguments nobody asks for again (a search); while
     it computes, the other memos answer from what they hold and keep nothing new.
     """
 
     name: str
     spec: specs.FunctionSpec
-    key: KeyFactory
+    key: str
     grows_with: str
     proof: str
     verified: SpecifierSet
-    computes_from_key: bool = True
     memoize_plain: bool = False
     replace_bounded: bool = False
     scale: int = 1
     keep_identity: bool = False
-    arguments: Optional[Callable[[keys.ArgumentLayout], Callable[[tuple], tuple]]] = None
-    arguments_apply: Callable[[keys.ArgumentLayout], bool] = field(default=lambda layout: False)
     probes: bool = False
+
+    def __post_init__(self) -> None:
+        strategy(self.key)  # an unknown name fails when the table is defined, naming the known ones
+
+    @property
+    def strategy(self) -> KeyStrategy:
+        return strategy(self.key)
 
     @property
     def module(self) -> str:
@@ -123,7 +124,7 @@ _EXACT = "keyed on its arguments as they are: nothing normalised, only bounded"
 # the batch cap (a 13-step search per miss) holds a 128K context's K-tile classes twice.
 BOUNDS: tuple[Bound, ...] = (
     Bound(
-        "tuning-config", specs.TUNING_CONFIG, keys.tuning_config_key,
+        "tuning-config", specs.TUNING_CONFIG, key="tuning-config",
         grows_with="profile_seq_len = min(max_seq_len, block-table capacity): one entry per distinct length",
         proof=("profile_seq_len only fills the synthetic seq_lens used while autotuning: keyed on "
                "profile_ladder (top 4 bits, rounded down); sparse_top_k_width is read only when "
@@ -131,12 +132,12 @@ BOUNDS: tuple[Bound, ...] = (
         verified=specs.verified_from("0.6.15.post1"), keep_identity=True,
     ),
     Bound(
-        "split-kv", specs.CUTE_DSL_SPLIT_KV, keys.monolithic_split_kv_key,
+        "split-kv", specs.CUTE_DSL_SPLIT_KV, key="saturated-k-tile",
         grows_with="max_seq_len (0.6.16 on) and the batch size of every step of the cute-dsl batch-cap search",
         proof=_K_TILE_PROOF, verified=specs.verified_from("0.6.13"),
     ),
     Bound(
-        "batch-cap", specs.CUTE_DSL_BATCH_CAP, keys.batch_cap_key,
+        "batch-cap", specs.CUTE_DSL_BATCH_CAP, key="batch-cap",
         grows_with=("nothing itself (flashinfer keeps no cache on it), but its binary search puts about 13 probe "
                     "batch sizes per K-tile class into the sizer's cache, and it runs on every decode that "
                     "builds a tuning config with a cute-dsl runner"),
@@ -146,48 +147,41 @@ BOUNDS: tuple[Bound, ...] = (
         verified=specs.verified_from("0.6.16"), memoize_plain=True, scale=8, probes=True,
     ),
     Bound(
-        "split-kv-modular", specs.CUTE_DSL_SPLIT_KV_BATCH_MLA, keys.split_kv_key,
+        "split-kv-modular", specs.CUTE_DSL_SPLIT_KV_BATCH_MLA, key="k-tile",
         grows_with="the batch size of every step of the cute-dsl batch-cap search",
         proof=_EXACT, verified=specs.verified_from("0.6.13"),
     ),
     Bound(
-        "split-kv-hca", specs.CUTE_DSL_SPLIT_KV_BATCH_HCA, keys.split_kv_key,
+        "split-kv-hca", specs.CUTE_DSL_SPLIT_KV_BATCH_HCA, key="k-tile",
         grows_with="batch size and max_hca_len",
         proof=_EXACT, verified=specs.verified_from("0.6.18"),
     ),
     Bound(
-        "split-kv-rubin-mtp", specs.CUTE_DSL_SPLIT_KV_RUBIN_MTP, keys.split_kv_key,
+        "split-kv-rubin-mtp", specs.CUTE_DSL_SPLIT_KV_RUBIN_MTP, key="k-tile",
         grows_with="max_seq_len and batch size", proof=_K_TILE_PROOF, verified=specs.verified_from("0.7.4"),
     ),
     Bound(
-        "nearest-profile", specs.NEAREST_PROFILE, keys.nearest_profile_key,
+        "nearest-profile", specs.NEAREST_PROFILE, key="nearest-profile",
         grows_with="the call's tensor shapes (batch size, block-table width) times the configs",
         proof=("the search reads only the shapes and, of the config, each spec's input_idx, dim_idx and "
                "map_to_tuning_buckets (memoized by flashinfer, shared by a model's configs) and each "
                "constraint's indices: keyed on those, as flashinfer itself keys from 0.6.18, so the "
                "profile lengths inside the initializers do not multiply the entries per batch shape"),
         verified=specs.verified_from("0.6.13"), replace_bounded=True, scale=16,
-        computes_from_key=False,
     ),
     Bound(
-        "nearest-profile-cached", specs.NEAREST_PROFILE_CACHED, keys.exact_key,
+        "nearest-profile-cached", specs.NEAREST_PROFILE_CACHED, key="exact",
         grows_with="the call's tensor shapes (batch size, block-table width) times the configs' specs",
         proof=_EXACT, verified=specs.verified_from("0.6.18"), replace_bounded=True,
     ),
     Bound(
-        "builder", specs.TUNING_CONFIG_BUILDER, keys.builder_key,
+        "builder", specs.TUNING_CONFIG_BUILDER, key="builder",
         grows_with=("nothing itself, but a fresh TuningConfig per call defeats the autotuner's caches "
                     "(0.6.13-0.6.15: colliding nearest-profile keys, tens of ms per call) and costs "
                     "~12 us per decode"),
         proof=("the builder reads shapes and scalars only, never tensor data; see keys.builder_key; "
                "tests/matrix/test_key_proofs.py compares configs with flashinfer's"),
-        verified=specs.verified_from("0.6.13"),
-        computes_from_key=False, memoize_plain=True, keep_identity=True,
-        arguments=keys.fresh_builder_arguments,
-        # Builders without a cute_dsl_impl parameter (0.6.13 - 0.6.15.post1) use
-        # max_seq_len for the profile length only, so a laddered one builds the
-        # config the key stands for.
-        arguments_apply=lambda layout: "cute_dsl_impl" not in layout.index,
+        verified=specs.verified_from("0.6.13"), memoize_plain=True, keep_identity=True,
     ),
 )
 

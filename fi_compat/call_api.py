@@ -267,7 +267,7 @@ def mla_decode_in_installed_order(*args: Any, **kwargs: Any) -> Any:
     return mla_decode(*args, **kwargs)
 
 
-def _transparent_plan(settings: Any) -> Any:
+def transparent_plan(settings: Any) -> Any:
     """Transparent mode's plan, unless the installed decode function cannot be
     bound by name (a required parameter fi_compat does not know, ...): routing
     flashinfer's callers through the call API would then turn each of their
@@ -297,10 +297,3 @@ def _transparent_plan(settings: Any) -> Any:
         warn(message, UnsupportedReleaseWarning)
         return Plan()
     return transparent.plan(mla_decode_in_installed_order)
-
-
-installer.register_plan_provider(
-    "transparent",
-    lambda settings: bool(settings["transparent"].value),
-    lambda: _transparent_plan(installer.settings()),
-)

@@ -221,11 +221,6 @@ def _version() -> Any:
     return _state.release.version if _state.release else None
 
 
-def runtime_lookup(spec: Any) -> Any:
-    """What install() judges by (see :func:`fi_compat.lookup.runtime_lookup`)."""
-    return lookup.runtime_lookup(_version())(spec)
-
-
 def _cache_size() -> int:
     return int(_state.settings["cache_size"].value)
 

@@ -79,9 +79,9 @@ def install_at_startup(origin: str, *, exit_on_strict_failure: bool = True) -> N
     ``engine plugin``).  Strict failure: write the error and exit the
     interpreter (``exit_on_strict_failure``), or re-raise it."""
     try:
-        # the public install, not the installer's: fi_compat.api also brings the
-        # call API, which FI_COMPAT_TRANSPARENT=1 needs (api.py says why)
-        from .api import install
+        # the public install, not the installer's: fi_compat.public also hands
+        # the installer the call API's transparent mode (FI_COMPAT_TRANSPARENT=1)
+        from .public import install
         from .lazy_rows import mark_startup
 
         mark_startup(origin)  # a strict failure found later, off any import, ends the process

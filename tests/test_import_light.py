@@ -107,8 +107,8 @@ def test_the_import_graph_walk_sees_the_package():
     assert {"fi_compat", "fi_compat.installer", "fi_compat.commands.doctor", "fi_compat.lookup.live"} <= set(MODULES)
     assert "fi_compat.specs" in imports("fi_compat.bounds", deferred=False)
     assert "fi_compat.status_view" in imports("fi_compat.installer", deferred=True)
-    assert "fi_compat.api" in imports("fi_compat", deferred=True)
-    assert {"fi_compat.installer", "fi_compat.call_api"} <= imports("fi_compat.api", deferred=False)
+    assert "fi_compat.public" in imports("fi_compat", deferred=True)
+    assert {"fi_compat.installer", "fi_compat.call_api"} <= imports("fi_compat.public", deferred=False)
 
 
 def test_no_import_cycle_at_import_time():

@@ -4,7 +4,8 @@
   applied all-or-nothing by :class:`Installation`;
 * :mod:`.bounded_memo`: a flashinfer function behind a bounded LRU (replacing
   an unbounded ``functools.cache``, or memoizing a plain function);
-* :mod:`.keys`: how a call becomes a key, and why each normalisation is safe.
+* :mod:`.keys`: how a call becomes a key, and why each normalisation is safe;
+* :mod:`.strategies`: the key strategies the rows name, as data the memo reads.
 
 Which functions get which adapter is the table in :mod:`fi_compat.bounds`;
 the transparent decode mode is :mod:`fi_compat.transparent`.

@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, Hashable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional
 
 from ..cache import BoundedCache
 from ..lookup import NO_MEMO, Found
 from ..lookup.memo_site import find_cache
 from ..proxies import memoized_function
-from . import keys
 from .base import Plan, PatchStep
 from .batch_cap import batch_cap_of
 from .builder_entries import fast_entry
 from .keys import ArgumentLayout
+
+if TYPE_CHECKING:  # the rows import the strategies this module reads
+    from ..bounds import Bound
 
 
 def _layout_of(
@@ -97,7 +99,7 @@ def _probing(compute: Callable[[tuple, dict, Any], Any]) -> Callable[[tuple, dic
     return compute_probing
 
 
-def plan(bound: Any, found: Found, cache_size: int) -> Plan:
+def plan(bound: "Bound", found: Found, cache_size: int) -> Plan:
     """The plan that puts ``found`` (one row of :data:`fi_compat.bounds.BOUNDS`) behind a bounded memo.
 
     Cost: one ``inspect.signature``; nothing of flashinfer's runs.
@@ -120,15 +122,16 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     # parameters the lookup found for this release, not the newest spec's.
     names = tuple(p.name for p in found.function.params) or bound.spec.names
     layout = _layout_of(target, names, spec_defaults, bound.spec.earlier_names())
-    # the builder's key holds the cute-dsl batch cap, computed as the builder does
-    batch_cap = batch_cap_of(target) if bound.key is keys.builder_key else None
-    key_of = keys.builder_key(layout, batch_cap) if batch_cap is not None else bound.key(layout)
+    strategy = bound.strategy
+    # a key that holds the cute-dsl batch cap computes it as this release's builder does
+    batch_cap = batch_cap_of(target) if strategy.batch_cap else None
+    key_of = strategy.key(layout, batch_cap) if batch_cap is not None else strategy.key(layout)
     size = cache_size * bound.scale
     cache = BoundedCache(bound.name, size, keep_identity=bound.keep_identity)
     caches = {bound.name: cache}
 
     complete, count = layout.complete, len(layout.names)
-    if bound.key is keys.exact_key:
+    if strategy.whole_tuple:
         # the complete argument tuple is the key: no normalising call per lookup
         def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
             if not kwargs and len(args) == count:  # every parameter positionally: the tuple is complete
@@ -142,16 +145,19 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
             values = complete(args, kwargs)
             return None if values is None else key_of(values)
 
-    if bound.computes_from_key:
+    translated = None if strategy.miss_arguments is None else strategy.miss_arguments(layout)
+    if strategy.computes_from_key:
 
         def compute(args: tuple, kwargs: dict, normalised: Any) -> Any:
             return target(*normalised)
-    elif bound.arguments is not None and bound.arguments_apply(layout):
-        arguments_of = bound.arguments(layout)
+    elif translated is not None:
+        arguments_of = translated
 
         def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
             # by keyword: a (**kwargs) wrapper takes nothing positionally
-            return target(**dict(zip(layout.names, arguments_of(layout.complete(args, kwargs)))))
+            values = layout.complete(args, kwargs)
+            assert values is not None  # a miss comes only for a keyed call: its key was made from these values
+            return target(**dict(zip(layout.names, arguments_of(values))))
     else:
 
         def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
@@ -172,7 +178,7 @@ def plan(bound: Any, found: Found, cache_size: int) -> Plan:
     # The builder runs on every decode: a memo with its own signature skips the
     # generic argument handling (same key; see builder_entries).  Its unkeyable
     # calls go to the original, so only where that is not a functools cache.
-    entry = fast_entry(target) if bound.key is keys.builder_key and not replaces_cache else None
+    entry = fast_entry(target) if strategy.fast_entry and not replaces_cache else None
     if entry is not None and batch_cap is not None:
         entry = functools.partial(entry, batch_cap=batch_cap)
     proxy = memoized_function(original, cache, key, miss, fallback, entry=entry, fill=_keeping_unless_probing(cache))

@@ -26,7 +26,7 @@ from .check import GUARD_ERROR, Result, check_wheel
 from .errors import GuardError
 from .fetch import CACHE_ENV, default_cache_dir, fetch, fetch_url, file_sha256, find_cached, wheel_release
 from .index import INDEX_TIMEOUT_S, ReleaseSource, offline_gap, releases_for
-from .pins import FORMATS, LOCAL_WHEEL, REMOTE_WHEEL, SPECIFIER, Found, groups, parse_pin, read_pins
+from .pins import FORMATS, LOCAL_WHEEL, REMOTE_WHEEL, SPECIFIER, Pin, groups, parse_pin, read_pins
 from .pins.direct import file_name
 from .report import EXIT_ERROR, as_json, as_table, exit_status
 
@@ -223,7 +223,7 @@ class Guard:
         except (GuardError, OSError) as exc:
             self.error(origin, str(exc))
 
-    def check_found(self, found: Found) -> None:
+    def check_found(self, found: Pin) -> None:
         """A requirement that names no version: a wheel file, a wheel URL, or nothing checkable."""
         named = wheel_release(Path(file_name(found.location or "")))
         release = str(named[1]) if named else None

@@ -15,7 +15,7 @@ format            files (by name)                             module
 ``*.lock`` name is told apart by its content (a ``*.lock`` that is not TOML,
 such as rye's ``requirements.lock``, is a requirement file).  ``--format``
 overrides the guess for every FILE.  :func:`read_pins` returns a
-:class:`~.found.Pins` whatever the format.
+:class:`~.pin.Pins` whatever the format.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..errors import RequirementsError
-from .found import LOCAL_WHEEL, REMOTE_WHEEL, SPECIFIER, UNCHECKABLE, Found, Pins, groups
+from .pin import LOCAL_WHEEL, REMOTE_WHEEL, SPECIFIER, UNCHECKABLE, Pin, Pins, groups
 from .locks import READERS as LOCK_READERS
 from .pyproject import read_pyproject
 from .requirements import parse_file, parse_pin
@@ -107,7 +107,7 @@ __all__ = [
     "REMOTE_WHEEL",
     "SPECIFIER",
     "UNCHECKABLE",
-    "Found",
+    "Pin",
     "Pins",
     "detect_format",
     "groups",

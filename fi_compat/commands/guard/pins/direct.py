@@ -1,6 +1,6 @@
 """Requirements that name no version: a wheel file, a URL, a VCS checkout, a source tree.
 
-:func:`classify` turns such a requirement into a :class:`~.found.Found` of
+:func:`classify` turns such a requirement into a :class:`~.pin.Pin` of
 kind ``LOCAL_WHEEL``, ``REMOTE_WHEEL`` or ``UNCHECKABLE`` (with the reason
 and what to do).  :func:`names_flashinfer` decides whether a bare path or
 URL (``./x.whl``, ``git+https://...``, ``-e ./dir``) is flashinfer-python at
@@ -36,7 +36,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from .. import DISTRIBUTION
-from .found import LOCAL_WHEEL, REMOTE_WHEEL, UNCHECKABLE, Found
+from .pin import LOCAL_WHEEL, REMOTE_WHEEL, UNCHECKABLE, Pin
 
 VCS_SCHEMES = ("git+", "hg+", "svn+", "bzr+")
 _EGG = re.compile(r"[#&]egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -222,8 +222,8 @@ def classify(
     base_dirs: Sequence[Path] = (),
     sha256: Optional[str] = None,
     **where: object,
-) -> Found:
-    """A :class:`Found` for a flashinfer-python requirement that points at ``target``.
+) -> Pin:
+    """A :class:`Pin` for a flashinfer-python requirement that points at ``target``.
 
     ``base_dirs`` are the directories a relative path may be relative to
     (the first existing candidate wins; the cwd is always tried first).
@@ -232,7 +232,7 @@ def classify(
     common = dict(source=source, line=line, text=text, **where)
     name = file_name(target)
     if editable:
-        return Found(
+        return Pin(
             kind=UNCHECKABLE,
             location=target,
             reason=(
@@ -243,7 +243,7 @@ def classify(
             **common,
         )
     if is_vcs(target):
-        return Found(
+        return Pin(
             kind=UNCHECKABLE,
             location=target,
             reason=(
@@ -256,7 +256,7 @@ def classify(
     expected = sha256 or _fragment_sha256(target)
     if remote:
         if name.endswith(".whl"):
-            return Found(kind=REMOTE_WHEEL, location=target, sha256=expected, **common)
+            return Pin(kind=REMOTE_WHEEL, location=target, sha256=expected, **common)
         if archive_repository(target) is not None:
             release = archive_release(target)
             pin = (
@@ -265,7 +265,7 @@ def classify(
                 if release
                 else ""
             )
-            return Found(
+            return Pin(
                 kind=UNCHECKABLE,
                 location=target,
                 reason=(
@@ -276,7 +276,7 @@ def classify(
                 ),
                 **common,
             )
-        return Found(
+        return Pin(
             kind=UNCHECKABLE,
             location=target,
             reason=(
@@ -290,7 +290,7 @@ def classify(
     if name.endswith(".whl"):
         if existing is None or not existing.is_file():
             looked = " or ".join(str(c) for c in candidates)
-            return Found(
+            return Pin(
                 kind=UNCHECKABLE,
                 location=target,
                 reason=(
@@ -299,9 +299,9 @@ def classify(
                 ),
                 **common,
             )
-        return Found(kind=LOCAL_WHEEL, location=str(existing), sha256=expected, **common)
+        return Pin(kind=LOCAL_WHEEL, location=str(existing), sha256=expected, **common)
     what = "a source tree" if existing is None or existing.is_dir() else "an sdist or archive"
-    return Found(
+    return Pin(
         kind=UNCHECKABLE,
         location=target,
         reason=(f"{target} is {what}, not a wheel: the guard reads the wheel pip would build from it. " + BUILD_HINT),

@@ -36,7 +36,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from .. import DISTRIBUTION
 from ..errors import RequirementsError
 from .direct import classify
-from .found import SPECIFIER, UNCHECKABLE, Found, Pins
+from .pin import SPECIFIER, UNCHECKABLE, Pin, Pins
 from .toml_file import load_toml
 from .toml_lines import LineIndex
 
@@ -62,11 +62,11 @@ class _Entry:
             context=self.scope,
         )
 
-    def pinned(self, marker: Optional[str] = None, version: Optional[str] = None) -> Found:
+    def pinned(self, marker: Optional[str] = None, version: Optional[str] = None) -> Pin:
         version = version or self.version
         if not isinstance(version, str):
             return self.uncheckable("the entry names no version", marker)
-        return Found(
+        return Pin(
             kind=SPECIFIER,
             specifier=SpecifierSet(f"=={version}"),
             **self.located(f"{DISTRIBUTION}=={version} (locked)", marker),
@@ -74,7 +74,7 @@ class _Entry:
 
     def direct(
         self, target: str, *, sha256: Optional[str] = None, editable: bool = False, marker: Optional[str] = None
-    ) -> Found:
+    ) -> Pin:
         return classify(
             target,
             base_dirs=[self.path.parent],
@@ -83,8 +83,8 @@ class _Entry:
             **self.located(f"{DISTRIBUTION} from {target} (locked)", marker),
         )
 
-    def uncheckable(self, why: str, marker: Optional[str] = None) -> Found:
-        return Found(
+    def uncheckable(self, why: str, marker: Optional[str] = None) -> Pin:
+        return Pin(
             kind=UNCHECKABLE,
             reason=f"the locked {DISTRIBUTION} cannot be checked: {why}",
             **self.located(f"{DISTRIBUTION} (locked)", marker),

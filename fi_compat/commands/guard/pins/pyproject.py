@@ -40,7 +40,7 @@ from packaging.utils import canonicalize_name
 from .. import DISTRIBUTION
 from ..errors import RequirementsError
 from .direct import classify, is_flashinfer, versioned_direct_reference
-from .found import SPECIFIER, UNCHECKABLE, Found, Pins
+from .pin import SPECIFIER, UNCHECKABLE, Pin, Pins
 from .toml_file import load_toml
 from .toml_lines import LineIndex
 
@@ -67,7 +67,7 @@ class _Reader:
             raise RequirementsError(f"{self.path}: {context} must be a list of requirement strings")
         return value
 
-    def requirements(self, texts: list[str], *, context: str, table: str, **where: Any) -> list[Found]:
+    def requirements(self, texts: list[str], *, context: str, table: str, **where: Any) -> list[Pin]:
         out = []
         for text in texts:
             try:
@@ -93,7 +93,7 @@ class _Reader:
             if requirement.url:
                 out.append(classify(requirement.url, base_dirs=[self.path.parent], **located))
             else:
-                out.append(Found(kind=SPECIFIER, specifier=requirement.specifier, **located))
+                out.append(Pin(kind=SPECIFIER, specifier=requirement.specifier, **located))
         return out
 
 
@@ -144,11 +144,11 @@ def read_pyproject(path: Path) -> Pins:
     return pins
 
 
-def _dependency_groups(reader: _Reader) -> list[Found]:
+def _dependency_groups(reader: _Reader) -> list[Pin]:
     declared = dict(reader.table("dependency-groups"))
     legacy_dev = reader.table("tool", "uv").get("dev-dependencies")
     by_name = {canonicalize_name(name): name for name in declared}
-    own: dict[str, list[Found]] = {}
+    own: dict[str, list[Pin]] = {}
     includes: dict[str, list[str]] = {}
     for name, entries in declared.items():
         key = canonicalize_name(name)
@@ -181,8 +181,8 @@ def _dependency_groups(reader: _Reader) -> list[Found]:
 
 
 def _expand_group(
-    path: Path, key: str, own: dict[str, list[Found]], includes: dict[str, list[str]], stack: list[str]
-) -> list[Found]:
+    path: Path, key: str, own: dict[str, list[Pin]], includes: dict[str, list[str]], stack: list[str]
+) -> list[Pin]:
     if key in stack:
         raise RequirementsError(f"{path}: [dependency-groups] include cycle: {' -> '.join([*stack, key])}")
     if len(stack) > _MAX_INCLUDES:
@@ -198,7 +198,7 @@ def _expand_group(
     return lines
 
 
-def _uv_sources(reader: _Reader, found: list[Found]) -> list[Found]:
+def _uv_sources(reader: _Reader, found: list[Pin]) -> list[Pin]:
     sources = {canonicalize_name(k): v for k, v in reader.table("tool", "uv", "sources").items()}
     declared = sources.get(DISTRIBUTION)
     if declared is None:
@@ -219,7 +219,7 @@ def _uv_sources(reader: _Reader, found: list[Found]) -> list[Found]:
     return [f for f in found if keep_versions or f.kind != SPECIFIER] + direct
 
 
-def _source_entry(reader: _Reader, entry: dict[str, Any], context: str) -> Found:
+def _source_entry(reader: _Reader, entry: dict[str, Any], context: str) -> Pin:
     """A git / url / path / workspace table (uv's sources, Poetry's dependency tables)."""
     located = dict(
         source=str(reader.path),
@@ -235,7 +235,7 @@ def _source_entry(reader: _Reader, entry: dict[str, Any], context: str) -> Found
     if "path" in entry:
         editable = bool(entry.get("editable") or entry.get("develop"))
         return classify(str(entry["path"]), editable=editable, base_dirs=[reader.path.parent], **located)
-    return Found(
+    return Pin(
         kind=UNCHECKABLE,
         reason=(
             f"{context} {DISTRIBUTION} = {entry} installs flashinfer from a source the guard cannot read "
@@ -269,7 +269,7 @@ def _poetry_specifier(text: str) -> Optional[SpecifierSet]:
         return None
 
 
-def _poetry(reader: _Reader, versions_known: bool) -> list[Found]:
+def _poetry(reader: _Reader, versions_known: bool) -> list[Pin]:
     poetry = reader.table("tool", "poetry")
     tables = [
         ("[tool.poetry.dependencies]", poetry.get("dependencies", {}), None),
@@ -295,7 +295,7 @@ def _poetry(reader: _Reader, versions_known: bool) -> list[Found]:
     return out
 
 
-def _poetry_entry(reader: _Reader, entry: Any, context: str, versions_known: bool) -> Optional[Found]:
+def _poetry_entry(reader: _Reader, entry: Any, context: str, versions_known: bool) -> Optional[Pin]:
     if isinstance(entry, dict) and {"git", "url", "path"} & set(entry):
         return _source_entry(reader, entry, context)
     version = entry if isinstance(entry, str) else entry.get("version") if isinstance(entry, dict) else None
@@ -307,8 +307,8 @@ def _poetry_entry(reader: _Reader, entry: Any, context: str, versions_known: boo
     located = dict(source=str(reader.path), line=line, text=f"{DISTRIBUTION} = {version!r}", context=context)
     specifier = _poetry_specifier(str(version))
     if specifier is not None:
-        return Found(kind=SPECIFIER, specifier=specifier, **located)
-    return Found(
+        return Pin(kind=SPECIFIER, specifier=specifier, **located)
+    return Pin(
         kind=UNCHECKABLE,
         reason=(
             f"Poetry's own version syntax ({version!r}) is not read: run the guard on poetry.lock "

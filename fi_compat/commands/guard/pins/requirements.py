@@ -19,7 +19,7 @@ Follows pip's file format (``pip help install``, "Requirements File Format"):
 
 A flashinfer-python requirement that names no version (a wheel path, a URL,
 VCS, ``-e``, and ``flashinfer @ URL`` or a bare archive URL of the flashinfer
-repository) becomes a :class:`~.found.Found` of another kind through
+repository) becomes a :class:`~.pin.Pin` of another kind through
 :mod:`.direct`.  Lines naming other packages are ignored, and so are bare
 paths and URLs that are not flashinfer; anything else that does not parse is
 an error naming ``file:line``, ``flashinfer-python==X @ URL`` (which pip
@@ -39,7 +39,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .. import DISTRIBUTION
 from ..errors import RequirementsError
 from .direct import classify, is_flashinfer, names_flashinfer, versioned_direct_reference
-from .found import Found
+from .pin import Pin
 
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 _ENV_VAR = re.compile(r"\$\{([A-Z0-9_]+)\}")
@@ -140,13 +140,13 @@ def _expand(line: str) -> str:
     return _ENV_VAR.sub(lambda m: os.environ.get(m.group(1), m.group(0)), line)
 
 
-def parse_file(path: os.PathLike | str, *, constraint: bool = False) -> list[Found]:
+def parse_file(path: os.PathLike | str, *, constraint: bool = False) -> list[Pin]:
     """Every flashinfer-python requirement in ``path`` and the files it includes.
     Raises :class:`~..errors.RequirementsError` naming ``file:line``."""
     return list(_parse(Path(path), constraint, []))
 
 
-def _parse(path: Path, constraint: bool, stack: list[Path]) -> Iterator[Found]:
+def _parse(path: Path, constraint: bool, stack: list[Path]) -> Iterator[Pin]:
     resolved = path.resolve()
     if resolved in stack:
         chain = " -> ".join(str(p) for p in [*stack, resolved])
@@ -209,10 +209,10 @@ def _parse(path: Path, constraint: bool, stack: list[Path]) -> Iterator[Found]:
         if requirement.url:
             yield classify(requirement.url, marker=marker, **located)
             continue
-        yield Found(str(path), number, line, specifier=requirement.specifier, marker=marker, constraint=constraint)
+        yield Pin(str(path), number, line, specifier=requirement.specifier, marker=marker, constraint=constraint)
 
 
-def parse_pin(text: str) -> Found:
+def parse_pin(text: str) -> Pin:
     """A ``--pin`` argument: ``flashinfer-python==X``, any specifier, or ``flashinfer-python @ URL``."""
     try:
         requirement = Requirement(text)
@@ -226,4 +226,4 @@ def parse_pin(text: str) -> Found:
     source = f"--pin {text}"
     if requirement.url:
         return classify(requirement.url, source=source, line=None, text=text)
-    return Found(source, None, text, specifier=requirement.specifier)
+    return Pin(source, None, text, specifier=requirement.specifier)

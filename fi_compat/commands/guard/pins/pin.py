@@ -1,7 +1,7 @@
 """The one result type of every pin reader, and how results combine into checks.
 
 Every reader (requirement files, ``pyproject.toml``, lock files) returns
-:class:`Found` records, one per flashinfer-python requirement, each of one
+:class:`Pin` records, one per flashinfer-python requirement, each of one
 kind:
 
 * :data:`SPECIFIER`: a version specifier (``==0.6.18``, ``>=0.6.15,<0.7``,
@@ -30,7 +30,7 @@ UNCHECKABLE = "uncheckable"
 
 
 @dataclass(frozen=True)
-class Found:
+class Pin:
     """One flashinfer-python requirement, where it was written and what it asks for."""
 
     source: str  # the file it was read from, or "--pin TEXT"
@@ -62,16 +62,16 @@ class Found:
 class Pins:
     """What one file yielded: its flashinfer-python requirements and notes for the reader."""
 
-    found: list[Found] = field(default_factory=list)
+    found: list[Pin] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def _applies(line: Found, scope: Optional[str], marker: Optional[str], with_base: bool) -> bool:
+def _applies(line: Pin, scope: Optional[str], marker: Optional[str], with_base: bool) -> bool:
     in_scope = line.scope == scope or (line.scope is None and with_base)
     return in_scope and line.marker in (None, marker)
 
 
-def groups(found: list[Found]) -> list[tuple[SpecifierSet, list[Found]]]:
+def groups(found: list[Pin]) -> list[tuple[SpecifierSet, list[Pin]]]:
     """The specifier each environment gets, with the lines that make it up.
 
     Lines without scope or marker apply everywhere; a line with a marker or
@@ -90,13 +90,13 @@ def groups(found: list[Found]) -> list[tuple[SpecifierSet, list[Found]]]:
     found = [f for f in found if f.kind == SPECIFIER]
     unconditional = [f for f in found if f.scope is None and f.marker is None]
     conditions = list(dict.fromkeys((f.scope, f.marker) for f in found if f.scope or f.marker))
-    line_sets: list[list[Found]] = []
+    line_sets: list[list[Pin]] = []
     if unconditional and (not conditions or any(not f.constraint for f in unconditional)):
         line_sets.append(unconditional)
     for scope, marker in conditions:
         with_base = all(f.with_base for f in found if f.scope == scope) if scope else True
         line_sets.append([f for f in found if _applies(f, scope, marker, with_base)])
-    merged: dict[str, tuple[SpecifierSet, list[Found]]] = {}
+    merged: dict[str, tuple[SpecifierSet, list[Pin]]] = {}
     for lines in line_sets:
         specifier = SpecifierSet()
         for line in lines:
