@@ -118,11 +118,11 @@ def install(*, strict: Optional[bool] = None, cache_size: Optional[int] = None, 
         if _state.phase != "not-installed":
             if values(settings) == values(_state.settings):
                 logger.debug("fi_compat: install() with the settings already in force; nothing to do")
-                return status()
+                return status(walk=False)
             logger.info("fi_compat: install() with new settings %s; re-installing", values(settings))
             _uninstall()
         _install(settings)
-        return status()
+        return status(walk=False)
 
 
 def _install(settings: dict[str, config.Setting]) -> None:
@@ -306,7 +306,7 @@ def uninstall() -> dict[str, Any]:
     with _lock:
         _state.explicit = True
         _uninstall()
-        return status()
+        return status(walk=False)
 
 
 def _uninstall() -> None:
@@ -327,7 +327,7 @@ def reset() -> dict[str, Any]:
     with _lock:
         _uninstall()
         _state.explicit = False
-        return status()
+        return status(walk=False)
 
 
 def settings() -> dict[str, config.Setting]:
@@ -335,9 +335,14 @@ def settings() -> dict[str, config.Setting]:
     return dict(_state.settings)
 
 
-def status() -> dict[str, Any]:
-    """A JSON-ready snapshot (see :func:`fi_compat.status_view.render`)."""
-    from .status_view import render
+def status(*, walk: bool = True) -> dict[str, Any]:
+    """A JSON-ready snapshot (:func:`fi_compat.status_view.render`, a fraction of a
+    millisecond); ``walk``: also ``"walked"``, every flashinfer memo nothing bounds
+    that holds entries (:func:`fi_compat.status_view.walked`, tens of milliseconds,
+    taken outside the lock).  install(), uninstall() and reset() return it without."""
+    from .status_view import render, walked
 
     with _lock:
-        return render(snapshot())
+        view = render(snapshot())
+    view["walked"] = walked(view) if walk else None
+    return view
