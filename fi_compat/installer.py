@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from . import config, lazy_rows, lookup, runtime_report
 from .adapters import Installation, Plan, bounded_memo
-from .bounds import BOUND, judge_release
+from .judgement import BOUND, judge_release
 from .errors import warn
 from .runtime_report import note_effectively_unbounded, strict_error
 from .lookup import PACKAGE

@@ -24,7 +24,8 @@ import wrapt
 from . import lookup
 from .lookup import import_wait
 from .adapters import Plan, bounded_memo
-from .bounds import BOUND, NOT_IN_RELEASE, Verdict, by_name, judge
+from .bounds import by_name
+from .judgement import BOUND, NOT_IN_RELEASE, Verdict, judge
 from .state import State
 
 logger = logging.getLogger("fi_compat")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Optional
 
-from .bounds import BOUND, Verdict
+from .judgement import BOUND, Verdict
 from .errors import (
     SignatureMismatchError,
     UnsupportedReleaseError,
@@ -70,7 +70,7 @@ def report(problems: list[Verdict], state: State) -> None:
 
 
 def note_effectively_unbounded(rows: Iterable[Verdict]) -> None:
-    """One INFO line per row flashinfer bounds so high (``bounds.HUGE`` times
+    """One INFO line per row flashinfer bounds so high (``judgement.HUGE`` times
     fi_compat's bound) that fi_compat bounds it anyway."""
     for verdict in rows:
         found = verdict.found

@@ -95,7 +95,7 @@ def compare(
     Fits means: every required parameter present; no parameter the spec does
     not know; known parameters in the spec's order; none positional-only or
     keyword-only, no ``*args``/``**kwargs``; optional parameters have defaults.  Memo
-    decorators are judged by :func:`fi_compat.bounds.judge`, not here.
+    decorators are judged by :func:`fi_compat.judgement.judge`, not here.
     """
     if found is None:
         return Mismatch(spec, None, "is missing (moved or removed)", ("missing",))

@@ -15,7 +15,7 @@ from . import config
 
 if TYPE_CHECKING:  # annotations only: this module stays as light as config
     from .adapters.base import Installation
-    from .bounds import Verdict
+    from .judgement import Verdict
     from .release_detection import ReleaseInfo
 
 

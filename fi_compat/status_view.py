@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from ._version import __version__
 from .config import DEFAULT_CACHE_SIZE
-from .bounds import BOUND, ReleaseVerdict
+from .judgement import BOUND, ReleaseVerdict
 from .lookup import foreign_memo
 from .lookup.modules import loaded
 from .proxies import is_fi_compat_proxy

@@ -40,7 +40,7 @@ def main() -> int:
 
     import fi_compat
     from fi_compat import census
-    from fi_compat.bounds import judge_release
+    from fi_compat.judgement import judge_release
     from fi_compat.lookup import runtime_lookup
     from fi_compat.release_detection import detect_release
     from fi_compat.specs import DECODE

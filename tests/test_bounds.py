@@ -18,10 +18,8 @@ from packaging.version import Version
 
 import fi_compat
 from fi_compat import bounds, installer, specs
-from fi_compat.bounds import (
-    BOUND, BOUNDED_UPSTREAM, MISMATCH, MISSING, NO_CACHE, NOT_IN_RELEASE, PARTIAL, PREDATES, UNSUPPORTED, UNVERIFIED,
-    VERIFIED, by_name, judge, judge_release,
-)
+from fi_compat.bounds import by_name
+from fi_compat.judgement import BOUND, BOUNDED_UPSTREAM, MISMATCH, MISSING, NO_CACHE, NOT_IN_RELEASE, PARTIAL, PREDATES, UNSUPPORTED, UNVERIFIED, VERIFIED, judge, judge_release
 from fi_compat.commands.guard.wheel import WheelSources
 from fi_compat.errors import (
     SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning, UnverifiedReleaseWarning,

@@ -22,7 +22,7 @@ import pytest
 
 import fi_compat
 from fi_compat import specs
-from fi_compat.bounds import judge_release
+from fi_compat.judgement import judge_release
 from fi_compat.cli import main
 from fi_compat.commands.guard import fetch as fetch_module
 from fi_compat.commands.guard.errors import FetchError, GuardError

@@ -103,12 +103,12 @@ def left_out(common, module: str) -> bool:
 
 #: Imports of left-out modules that cannot change a result, each with why:
 #: ``fi_compat.doctor_report`` is a public name leading into the doctor's report,
-#: resolved lazily on access and called by no library code; bounds reads
+#: resolved lazily on access and called by no library code; judgement reads
 #: release_list only for membership ("verified" means the matrix lists the
 #: release), which check_results_fresh checks per release instead.
 IMPORTS_THAT_CANNOT_CHANGE_A_RESULT = {
     ("__init__.py", "diagnosis"), ("__init__.py", "diagnosis/doctor_report"),
-    ("bounds.py", "release_list"),
+    ("judgement.py", "release_list"),
 }
 
 

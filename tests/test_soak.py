@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from fi_compat.commands import soak
+from fi_compat.commands import soak, soak_report
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("flashinfer") is None or
                                 importlib.util.find_spec("torch") is None,
@@ -43,7 +43,7 @@ def test_times_come_from_untraced_passes_and_memory_from_traced_ones(soak_run):
         assert traced["traced"] is True and "time_per_call_us" not in traced
         assert traced["tracemalloc_growth_bytes"] is not None
         assert timed["steps"] == traced["steps"] == STEPS  # the same batches
-    text = soak.report_text(soak_run["timed"], soak_run["traced"], soak_run["options"])
+    text = soak_report.report_text(soak_run["timed"], soak_run["traced"], soak_run["options"])
     assert "host time per call (timed pass, no tracing)" in text
     medians = [f"{soak_run['timed'][v]['time_per_call_us']['median']:.0f} / " for v in soak.VARIANTS]
     assert all(median in text for median in medians)
@@ -60,7 +60,7 @@ def test_census_shows_flashinfer_growth_only_without_fi_compat(soak_run):
         assert flashinfer_unbounded_growth(passes["unpatched"]) >= STEPS
         assert flashinfer_unbounded_growth(passes["fi_compat"]) == 0
         assert passes["fi_compat"]["fi_compat_caches"] and not passes["unpatched"]["fi_compat_caches"]
-    assert soak.census_growth(soak_run["timed"]["unpatched"])  # the report lists what grew
+    assert soak_report.census_growth(soak_run["timed"]["unpatched"])  # the report lists what grew
     traced = soak_run["traced"]
     assert traced["unpatched"]["tracemalloc_growth_bytes"] > 4 * traced["fi_compat"]["tracemalloc_growth_bytes"]
 
@@ -69,7 +69,7 @@ def test_memo_rows_give_the_second_half_miss_rate(soak_run):
     """The memo table reads fi_compat's statistics at the end and at the half-way snapshot."""
     timed = soak_run["timed"]["fi_compat"]
     assert timed["half"] == STEPS // 2 and timed["half_fi_compat_caches"] is not None
-    rows = soak.memo_rows(timed)
+    rows = soak_report.memo_rows(timed)
     builder = timed["fi_compat_caches"]["builder"]
     half = timed["half_fi_compat_caches"]["builder"]
     late = builder["hits"] + builder["misses"] - half["hits"] - half["misses"]

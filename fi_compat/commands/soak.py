@@ -24,162 +24,29 @@ import argparse
 import json
 import subprocess
 import sys
-from typing import Any, Optional
+from typing import Any
 
-VARIANTS = ("unpatched", "fi_compat")
+from .soak_report import VARIANTS, plot, report_text
+
 MODES = ("q1", "mtp", "dcp")
 FIXED_BATCH = 4
 
 
-def _format_bytes(value: Optional[float]) -> str:
-    if value is None:
-        return "n/a"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(value) >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value:.0f} B"
-
-
-def _unbounded_flashinfer_entries(result: dict) -> int:
-    return sum(c["currsize"] for c in result["census_after"].values()
-               if c["owner"] == "flashinfer" and c["maxsize"] is None)
-
-
-def census_growth(result: dict) -> list[str]:
-    """Every cache the census saw grow during the pass, largest gain first."""
-    from ..census import CacheCount, grown
-
-    def counts(raw: dict) -> dict:
-        return {name: CacheCount(**entry) for name, entry in raw.items()}
-
-    return [g.describe() for g in grown(counts(result["census_before"]), counts(result["census_after"]))]
-
-
-def _second_half_growth(result: dict) -> str:
-    """tracemalloc growth over the second half, per length first seen there."""
-    if result.get("half_tracemalloc_bytes") is None or result["tracemalloc_growth_bytes"] is None:
-        return "n/a"
-    grown = result["tracemalloc_growth_bytes"] - result["half_tracemalloc_bytes"]
-    return _format_bytes(grown / max(1, result["second_half_new_lengths"]))
-
-
-def memo_rows(result: Optional[dict]) -> list[str]:
-    """One line per fi_compat memo that was looked up: entries / bound, its
-    approximate size, and the miss rate of the second half's lookups (the
-    steady state; the first half includes every first sight of a key)."""
-    if not result or not result.get("fi_compat_caches"):
-        return []
-    half = result.get("half_fi_compat_caches") or {}
-    rows, total_bytes = [], 0
-    for name, stats in result["fi_compat_caches"].items():
-        lookups = stats["hits"] + stats["misses"]
-        if not lookups:
-            continue
-        before = half.get(name, {"hits": 0, "misses": 0})
-        late_misses = stats["misses"] - before["misses"]
-        late = late_misses + stats["hits"] - before["hits"]
-        rate = f"{100 * late_misses / late:.1f} %" if late else "n/a"
-        total_bytes += stats.get("approx_bytes") or 0
-        rows.append(f"{name}: {stats['currsize']:,} / {stats['maxsize']:,} entries, "
-                    f"{_format_bytes(stats.get('approx_bytes'))}, {rate} of {late:,}")
-    return rows + [f"all memos: {_format_bytes(total_bytes)}"] if rows else []
-
-
-def report_text(timed: dict[str, dict], traced: dict[str, dict], options: dict[str, Any]) -> str:
-    low, high = options["batch_range"]
-    lines = [
-        f"fi-compat soak: flashinfer {next(iter(timed.values()))['flashinfer']}, layout {options['layout']}, backend "
-        f"{options['backend']}, batch size {low if low == high else f'{low}-{high} (varies per batch)'}, "
-        f"mode {options.get('mode', 'q1')}, context {options['context']:,}, distribution {options['distribution']}, "
-        f"seed {options['seed']}, "
-        f"cache size {options['cache_size']}" + (f", call API (policy {options['policy']})" if options["call_api"] else ""),
-        "",
-        f"{'':34}" + "".join(f"{variant:>20}" for variant in timed),
-    ]
-
-    def row(label: str, values: list[str]) -> None:
-        lines.append(f"{label:34}" + "".join(f"{v:>20}" for v in values))
-
-    results = list(timed.values())
-    row("batches (distinct lengths)", [f"{r['steps']:,} ({r['distinct_max_seq_len']:,})" for r in results])
-    lines.append("host time per call (timed pass, no tracing):")
-    row("  median / p99, wall clock", [f"{r['time_per_call_us']['median']:.0f} / {r['time_per_call_us']['p99']:.0f} us"
-                                       for r in results])
-    row("  mean, wall clock", [f"{r['time_per_call_us']['mean']:.0f} us" for r in results])
-    row("  median / mean, thread CPU time", [
-        f"{r['time_per_call_us']['cpu_median']:.0f} / {r['time_per_call_us']['cpu_mean']:.0f} us" for r in results])
-    window = results[0]["time_per_call_us"]["window"]
-    row(f"  last-{window:,} / first-{window:,} (CPU)", [
-        f"{r['time_per_call_us']['last_cpu_mean'] / r['time_per_call_us']['first_cpu_mean']:.2f}" for r in results])
-    lines.append("host memory:")
-    if traced:
-        row("  tracemalloc growth (traced pass)", [_format_bytes(traced[v]["tracemalloc_growth_bytes"]) for v in timed])
-        row("  growth / distinct length", [
-            _format_bytes(traced[v]["tracemalloc_growth_bytes"] / max(1, traced[v]["distinct_max_seq_len"]))
-            for v in timed])
-        row("  second half / new distinct length", [_second_half_growth(traced[v]) for v in timed])
-    row("  RSS growth (timed pass)", [_format_bytes(r["rss_growth_bytes"]) for r in results])
-    lines.append("census after the batches:")
-    row("  flashinfer unbounded cache entries", [str(_unbounded_flashinfer_entries(r)) for r in results])
-    row("  fi_compat cache entries", [
-        "-" if not r["fi_compat_caches"] else
-        str(sum(c["currsize"] for c in r["fi_compat_caches"].values())) for r in results])
-    memos = memo_rows(timed.get("fi_compat"))
-    if memos:
-        lines.append("fi_compat memos (entries, approx. size, second-half miss rate of the lookups):")
-        lines.extend(f"  {line}" for line in memos)
-    for variant, result in traced.items():
-        sites = result.get("memory_sites")
-        if sites is not None:  # fi_compat.memory_census: grows per distinct length and nothing bounds it
-            lines.append(f"census by memory, {variant}:" + ("" if sites else " nothing grows per distinct length"))
-            lines.extend(f"  {site['where']}: {site['what']}, {site['bytes_per_length']:.0f} B per length" for site in sites[:8])
-    for variant, result in timed.items():
-        growth = census_growth(result)
-        lines.append(f"caches that grew, {variant}:" + ("" if growth else " none"))
-        lines.extend(f"  {line}" for line in growth[:8])
-        if len(growth) > 8:
-            lines.append(f"  ... and {len(growth) - 8} more")
-    if set(timed) == set(VARIANTS) and timed["unpatched"]["steps"] != timed["fi_compat"]["steps"]:
-        base = timed["unpatched"]
-        lines.append(f"note: the unpatched side ran {base['steps']:,} batches ({base['distinct_max_seq_len']:,} "
-                     "distinct lengths) to save time; compare the per-length figures, not the totals")
-    if not traced:
-        lines.append("(--no-trace-memory: no traced pass; memory is RSS only)")
-    return "\n".join(lines)
-
-
-def plot(timed: dict[str, dict], traced: dict[str, dict], path: str, options: dict[str, Any]) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise SystemExit(f"--plot needs matplotlib: pip install 'fi-compat[plot]' ({exc})") from None
-    source = traced or timed
-    figure, axis = plt.subplots(figsize=(8, 4.5))
-    for variant, result in source.items():
-        steps = [s for s, _ in result["samples"]]
-        mib = [b / (1 << 20) for _, b in result["samples"]]
-        axis.plot(steps, mib, label=f"{variant} ({result['outcome'] or 'not installed'})")
-    axis.set_xlabel("decode batch (max_seq_len changes every batch)")
-    axis.set_ylabel(f"host memory growth, MiB ({'tracemalloc' if traced else 'RSS'})")
-    axis.set_title(f"flashinfer {next(iter(source.values()))['flashinfer']} MLA decode host path, "
-                   f"{options['layout']} layout, context {options['context']:,}")
-    axis.legend()
-    axis.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-
-
 def _spawn(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, Any]:
     payload = json.dumps({"variant": variant, "traced": traced, "options": options})
-    process = subprocess.run([sys.executable, "-m", "fi_compat.commands.soak_worker"], input=payload, text=True,
-                             stdout=subprocess.PIPE, stderr=None, check=False)
+    process = subprocess.run(
+        [sys.executable, "-m", "fi_compat.commands.soak_worker"],
+        input=payload,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        check=False,
+    )
     if process.returncode != 0:
         kind = "traced" if traced else "timed"
         raise SystemExit(f"soak: the {variant} {kind} pass failed (exit {process.returncode}); see its output above")
-    return json.loads(process.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(process.stdout.strip().splitlines()[-1])  # the worker's last line
+    return result
 
 
 def _positive(text: str) -> int:
@@ -207,43 +74,87 @@ def register(subparsers: Any) -> None:
     from ..testing.workload import BACKENDS, DISTRIBUTIONS, LAYOUTS
 
     parser = subparsers.add_parser(
-        "soak", help="host time and memory of the MLA decode host path, with and without fi_compat",
+        "soak",
+        help="host time and memory of the MLA decode host path, with and without fi_compat",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("--layout", choices=LAYOUTS, default="trtllm",
-                        help="whose call: TensorRT-LLM's (default), vLLM's or SGLang's")
-    parser.add_argument("--backend", choices=BACKENDS, default=None,
-                        help="backend of the vllm/sglang call (default: the engine's, auto); "
-                             "TensorRT-LLM's call always passes trtllm-gen")
-    parser.add_argument("--batch-sizes", type=_batch_range, default=(FIXED_BATCH, FIXED_BATCH), metavar="LOW:HIGH",
-                        help=f"a batch size drawn from LOW..HIGH every batch (TensorRT-LLM serves 8:64); "
-                             f"default {FIXED_BATCH}, fixed")
-    parser.add_argument("--mode", choices=MODES, default="q1",
-                        help="query mode: q1 (one token per request, default), mtp (two: one draft token, "
-                             "dense query) or dcp (vLLM's decode context parallelism, 2 ranks; --layout vllm, "
-                             "flashinfer 0.6.17 on)")
+    parser.add_argument(
+        "--layout", choices=LAYOUTS, default="trtllm", help="whose call: TensorRT-LLM's (default), vLLM's or SGLang's"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="backend of the vllm/sglang call (default: the engine's, auto); "
+        "TensorRT-LLM's call always passes trtllm-gen",
+    )
+    parser.add_argument(
+        "--batch-sizes",
+        type=_batch_range,
+        default=(FIXED_BATCH, FIXED_BATCH),
+        metavar="LOW:HIGH",
+        help=f"a batch size drawn from LOW..HIGH every batch (TensorRT-LLM serves 8:64); default {FIXED_BATCH}, fixed",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="q1",
+        help="query mode: q1 (one token per request, default), mtp (two: one draft token, "
+        "dense query) or dcp (vLLM's decode context parallelism, 2 ranks; --layout vllm, "
+        "flashinfer 0.6.17 on)",
+    )
     parser.add_argument("--context", type=_positive, default=131_072, help="context length (default 131072)")
     parser.add_argument("--steps", type=_positive, default=5_000, help="decode batches per variant (default 5000)")
-    parser.add_argument("--distribution", choices=DISTRIBUTIONS, default="serving",
-                        help="how max_seq_len moves: a toy serving engine (default), uniform, a sweep, "
-                             "or repeat (the same length every batch)")
-    parser.add_argument("--distinct", default=None,
-                        help="sweep this many distinct lengths over 1..context ('all' for every one); "
-                             "implies --distribution sweep")
-    parser.add_argument("--unpatched-steps", type=_positive, default=None,
-                        help="run fewer batches on the unpatched side (the report says so)")
+    parser.add_argument(
+        "--distribution",
+        choices=DISTRIBUTIONS,
+        default="serving",
+        help="how max_seq_len moves: a toy serving engine (default), uniform, a sweep, "
+        "or repeat (the same length every batch)",
+    )
+    parser.add_argument(
+        "--distinct",
+        default=None,
+        help="sweep this many distinct lengths over 1..context ('all' for every one); implies --distribution sweep",
+    )
+    parser.add_argument(
+        "--unpatched-steps",
+        type=_positive,
+        default=None,
+        help="run fewer batches on the unpatched side (the report says so)",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cache-size", type=_positive, default=None, metavar="N",
-                        help="fi_compat cache size (default: FI_COMPAT_CACHE_SIZE or 256)")
-    parser.add_argument("--call-api", action="store_true",
-                        help="the fi_compat side calls fi_compat.mla_decode (with --policy) instead of flashinfer's function")
-    parser.add_argument("--policy", choices=("exact", "bucket", "capacity"), default="exact",
-                        help="max_seq_len policy of --call-api (default exact)")
+    parser.add_argument(
+        "--cache-size",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="fi_compat cache size (default: FI_COMPAT_CACHE_SIZE or 256)",
+    )
+    parser.add_argument(
+        "--call-api",
+        action="store_true",
+        help="the fi_compat side calls fi_compat.mla_decode (with --policy) instead of flashinfer's function",
+    )
+    parser.add_argument(
+        "--policy",
+        choices=("exact", "bucket", "capacity"),
+        default="exact",
+        help="max_seq_len policy of --call-api (default exact)",
+    )
     parser.add_argument("--variant", choices=VARIANTS + ("both",), default="both")
-    parser.add_argument("--trace-memory", action=argparse.BooleanOptionalAction, default=True,
-                        help="a traced pass per variant for tracemalloc growth (default), or RSS only")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="progress bar on stderr (default: when stderr is a terminal or the run is long)")
+    parser.add_argument(
+        "--trace-memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a traced pass per variant for tracemalloc growth (default), or RSS only",
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal or the run is long)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--plot", metavar="FILE.png", help="draw memory against batch for both variants")
     parser.set_defaults(func=run)
@@ -266,13 +177,18 @@ def run(args: argparse.Namespace) -> int:
                 return 2
     backend = workload.DEFAULT_BACKEND[args.layout] if args.layout == "trtllm" or args.backend is None else args.backend
     if args.layout == "trtllm" and args.backend not in (None, "trtllm-gen"):
-        print(f"fi-compat soak: --backend {args.backend} with --layout trtllm: TensorRT-LLM's call passes "
-              "trtllm-gen (separate K/V page tables, which cute-dsl does not take); use --layout vllm or sglang",
-              file=sys.stderr)
+        print(
+            f"fi-compat soak: --backend {args.backend} with --layout trtllm: TensorRT-LLM's call passes "
+            "trtllm-gen (separate K/V page tables, which cute-dsl does not take); use --layout vllm or sglang",
+            file=sys.stderr,
+        )
         return 2
     if args.mode == "dcp" and (args.layout != "vllm" or args.backend not in (None, "cute-dsl")):
-        print(f"fi-compat soak: --mode dcp replays vLLM's decode-context-parallel call (backend cute-dsl); "
-              f"got --layout {args.layout} --backend {args.backend or 'default'}: use --layout vllm", file=sys.stderr)
+        print(
+            f"fi-compat soak: --mode dcp replays vLLM's decode-context-parallel call (backend cute-dsl); "
+            f"got --layout {args.layout} --backend {args.backend or 'default'}: use --layout vllm",
+            file=sys.stderr,
+        )
         return 2
     if args.mode == "dcp":
         backend = "cute-dsl"
@@ -281,12 +197,22 @@ def run(args: argparse.Namespace) -> int:
     low, high = args.batch_sizes
     sizes = workload.batch_sizes(len(lengths), low, high, args.seed) if low != high else [low] * len(lengths)
     progress = args.progress if args.progress is not None else (sys.stderr.isatty() or len(lengths) >= 20_000)
-    options = {"context": args.context, "distribution": distribution, "seed": args.seed, "cache_size": cache_size,
-               "policy": args.policy, "call_api": args.call_api, "layout": args.layout, "backend": backend,
-               "batch_range": [low, high], "progress": progress, "mode": args.mode}
+    options = {
+        "context": args.context,
+        "distribution": distribution,
+        "seed": args.seed,
+        "cache_size": cache_size,
+        "policy": args.policy,
+        "call_api": args.call_api,
+        "layout": args.layout,
+        "backend": backend,
+        "batch_range": [low, high],
+        "progress": progress,
+        "mode": args.mode,
+    }
     variants = VARIANTS if args.variant == "both" else (args.variant,)
-    timed: dict[str, dict] = {}
-    traced: dict[str, dict] = {}
+    timed: dict[str, dict[str, Any]] = {}
+    traced: dict[str, dict[str, Any]] = {}
     for variant in variants:
         count = len(lengths)
         if variant == "unpatched" and args.unpatched_steps is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..bounds import PARTIAL, UNSUPPORTED, UNVERIFIED
+from ..judgement import PARTIAL, UNSUPPORTED, UNVERIFIED
 from .environment import (
     NOT_ATTEMPTED,
     NOT_IMPORTED_HERE,

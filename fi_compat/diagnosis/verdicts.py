@@ -1,7 +1,7 @@
 """Doctor sections about what fi_compat makes of flashinfer: the verdict on
 every bounded cache and the call API's decode signature.
 
-Both come from :func:`fi_compat.bounds.judge_release`, the function
+Both come from :func:`fi_compat.judgement.judge_release`, the function
 :func:`fi_compat.install` and ``fi-compat guard`` call, through the lookup
 ``install()`` uses (:func:`fi_compat.lookup.runtime_lookup`: the live function
 where its module is imported, the package's source for modules not loaded
@@ -15,7 +15,8 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ..bounds import BOUNDS, ReleaseVerdict, judge_release
+from ..bounds import BOUNDS
+from ..judgement import ReleaseVerdict, judge_release
 from ..lookup import DirectoryReader, Lookup, module_loaded, runtime_lookup, source_lookup
 from ..specs import DECODE
 

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import inspect
 import math
-import random
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
+
+from .streams import DISTRIBUTIONS, batch_sizes, lengths, serving_lengths
 
 HEADS = 128
 KV_LORA_RANK = 512
@@ -46,7 +47,6 @@ HEAD_DIM = KV_LORA_RANK + QK_ROPE_HEAD_DIM
 LAYOUTS = ("trtllm", "vllm", "sglang")
 BACKENDS = ("trtllm-gen", "cute-dsl", "auto")
 DEFAULT_BACKEND = {"trtllm": "trtllm-gen", "vllm": "auto", "sglang": "auto"}
-DISTRIBUTIONS = ("serving", "uniform", "sweep", "repeat")
 
 _SGLANG_ALIGN_TOKENS = 4096
 _VLLM_ALIGN_TOKENS = 128
@@ -123,9 +123,18 @@ class Dcp:
     global_seq_lens: Any
 
 
-def make_inputs(torch: Any, layout: str, *, batch: int = 4, width: int = 64, page_size: int = 64,
-                num_pages: int = 512, q_len: int = 1, device: Any = None,
-                workspace_bytes: int = 128 << 20) -> Inputs:
+def make_inputs(
+    torch: Any,
+    layout: str,
+    *,
+    batch: int = 4,
+    width: int = 64,
+    page_size: int = 64,
+    num_pages: int = 512,
+    q_len: int = 1,
+    device: Any = None,
+    workspace_bytes: int = 128 << 20,
+) -> Inputs:
     """Zeros of the right shapes (data is never read on the host path)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout {layout!r}; accepted: {', '.join(LAYOUTS)}")
@@ -143,7 +152,8 @@ def make_inputs(torch: Any, layout: str, *, batch: int = 4, width: int = 64, pag
         out=torch.zeros(batch, q_len, HEADS, KV_LORA_RANK, dtype=bf16, **kw),
         # vLLM 0.34.0 and SGLang 0.5.23 hold the multi-CTA counter as uint8 bytes
         # (flashinfer_mla.py:114-116; trtllm_mla_backend.py:113-119); 256 KiB either way
-        counter_buffer=torch.zeros(1 << 18, dtype=torch.uint8, **kw) if layout != "trtllm"
+        counter_buffer=torch.zeros(1 << 18, dtype=torch.uint8, **kw)
+        if layout != "trtllm"
         else torch.zeros(1 << 16, dtype=torch.int32, **kw),
         page_size=page_size,
     )
@@ -191,8 +201,24 @@ def _only_accepted(function: Callable, keywords: dict[str, Any]) -> dict[str, An
 def trtllm_call(decode: Callable, t: Inputs, max_seq_len: int, *, form: int = 16, enable_pdl: bool = False) -> Any:
     """TensorRT-LLM's call: 16 positional arguments and four keywords, or its
     older 19-positional form (``form=19``)."""
-    head = (t.query, t.kv_cache, t.workspace_buffer, QK_NOPE_HEAD_DIM, KV_LORA_RANK, QK_ROPE_HEAD_DIM,
-            t.block_tables, t.seq_lens, max_seq_len, 0, t.out, 1.0, 1.0, None, None, enable_pdl)
+    head = (
+        t.query,
+        t.kv_cache,
+        t.workspace_buffer,
+        QK_NOPE_HEAD_DIM,
+        KV_LORA_RANK,
+        QK_ROPE_HEAD_DIM,
+        t.block_tables,
+        t.seq_lens,
+        max_seq_len,
+        0,
+        t.out,
+        1.0,
+        1.0,
+        None,
+        None,
+        enable_pdl,
+    )
     counter = _only_accepted(decode, {"multi_ctas_kv_counter_buffer": t.counter_buffer})
     if form == 19:
         return decode(*head, "trtllm-gen", True, False, **counter)
@@ -201,26 +227,44 @@ def trtllm_call(decode: Callable, t: Inputs, max_seq_len: int, *, form: int = 16
     return decode(*head, backend="trtllm-gen", is_var_seq=True, uses_shared_paged_kv_idx=False, **counter)
 
 
-def vllm_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None,
-              dcp: Optional[Dcp] = None) -> Any:
+def vllm_call(
+    decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None, dcp: Optional[Dcp] = None
+) -> Any:
     """vLLM's call: keywords only; the backend keyword only when forced (cute-dsl);
     under DCP ``backend="cute-dsl"``, the DCP keywords and ``return_lse=True``."""
     extra: dict[str, Any] = {}
     if dcp is not None:
-        extra.update(backend="cute-dsl", enable_dcp=True, cp_world=dcp.world, cp_rank=dcp.rank,
-                     causal_seqlens_kv_global=dcp.global_seq_lens)
+        extra.update(
+            backend="cute-dsl",
+            enable_dcp=True,
+            cp_world=dcp.world,
+            cp_rank=dcp.rank,
+            causal_seqlens_kv_global=dcp.global_seq_lens,
+        )
     elif backend is not None and backend != "auto":
         extra["backend"] = backend
     elif t.page_size in (32, 64):
         extra.update(_only_accepted(decode, {"multi_ctas_kv_counter_buffer": t.counter_buffer}))
-    return decode(query=t.query, kv_cache=t.kv_cache, workspace_buffer=t.workspace_buffer,
-                  qk_nope_head_dim=QK_NOPE_HEAD_DIM, kv_lora_rank=KV_LORA_RANK, qk_rope_head_dim=QK_ROPE_HEAD_DIM,
-                  block_tables=t.block_tables, seq_lens=t.seq_lens, max_seq_len=max_seq_len,
-                  bmm1_scale=0.1, bmm2_scale=1.0, return_lse=dcp is not None, **extra)
+    return decode(
+        query=t.query,
+        kv_cache=t.kv_cache,
+        workspace_buffer=t.workspace_buffer,
+        qk_nope_head_dim=QK_NOPE_HEAD_DIM,
+        kv_lora_rank=KV_LORA_RANK,
+        qk_rope_head_dim=QK_ROPE_HEAD_DIM,
+        block_tables=t.block_tables,
+        seq_lens=t.seq_lens,
+        max_seq_len=max_seq_len,
+        bmm1_scale=0.1,
+        bmm2_scale=1.0,
+        return_lse=dcp is not None,
+        **extra,
+    )
 
 
-def sglang_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None,
-                enable_pdl: bool = True) -> Any:
+def sglang_call(
+    decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None, enable_pdl: bool = True
+) -> Any:
     """SGLang's call: keywords only; backend omitted (``"auto"``) with the counter
     buffer, or ``backend="cute-dsl"`` without it; ``enable_pdl`` as SGLang 0.5.23
     passes it on SM90 and newer (``is_arch_support_pdl()``, trtllm_mla_backend.py:178-182, 1041-1044)."""
@@ -230,10 +274,22 @@ def sglang_call(decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optio
             extra["backend"] = backend
     else:
         extra = {"backend": backend}
-    return decode(query=t.query, kv_cache=t.kv_cache, enable_pdl=enable_pdl, workspace_buffer=t.workspace_buffer,
-                  qk_nope_head_dim=QK_NOPE_HEAD_DIM, kv_lora_rank=KV_LORA_RANK, qk_rope_head_dim=QK_ROPE_HEAD_DIM,
-                  block_tables=t.block_tables, seq_lens=t.seq_lens, max_seq_len=max_seq_len, bmm1_scale=0.1,
-                  return_lse=False, skip_softmax_threshold_scale_factor=None, **extra)
+    return decode(
+        query=t.query,
+        kv_cache=t.kv_cache,
+        enable_pdl=enable_pdl,
+        workspace_buffer=t.workspace_buffer,
+        qk_nope_head_dim=QK_NOPE_HEAD_DIM,
+        kv_lora_rank=KV_LORA_RANK,
+        qk_rope_head_dim=QK_ROPE_HEAD_DIM,
+        block_tables=t.block_tables,
+        seq_lens=t.seq_lens,
+        max_seq_len=max_seq_len,
+        bmm1_scale=0.1,
+        return_lse=False,
+        skip_softmax_threshold_scale_factor=None,
+        **extra,
+    )
 
 
 CALLS: dict[str, Callable[..., Any]] = {"trtllm": trtllm_call, "vllm": vllm_call, "sglang": sglang_call}
@@ -246,53 +302,33 @@ def call(layout: str, decode: Callable, t: Inputs, max_seq_len: int, backend: Op
     return CALLS[layout](decode, t, max_seq_len, backend=backend)
 
 
-# --------------------------------------------------------------------------- what changes per batch
-
-
-def serving_lengths(context: int, steps: int, rng: random.Random, slots: int = 8) -> Iterator[int]:
-    """Per-batch maximum KV length of a toy continuous-batching server: each
-    slot holds a request (prompt + generated tokens) that grows by one token a
-    step and is replaced when it finishes or reaches the context."""
-
-    def new_request() -> list[int]:
-        prompt = int(min(context - 1, max(1, rng.lognormvariate(math.log(context / 8), 1.0))))
-        return [prompt, prompt + rng.randint(1, max(1, context // 16))]
-
-    active = [new_request() for _ in range(slots)]
-    for _ in range(steps):
-        yield max(min(current, context) for current, _ in active)
-        for slot in active:
-            slot[0] += 1
-            if slot[0] >= slot[1] or slot[0] >= context:
-                slot[:] = new_request()
-
-
-def lengths(distribution: str, context: int, steps: int, seed: int = 0) -> list[int]:
-    """``steps`` per-batch max_seq_len values up to ``context``."""
-    rng = random.Random(seed)
-    if distribution == "serving":
-        return list(serving_lengths(context, steps, rng))
-    if distribution == "uniform":
-        return [rng.randint(1, context) for _ in range(steps)]
-    if distribution == "repeat":
-        return [max(1, context // 2)] * steps
-    if distribution == "sweep":
-        if steps >= context:
-            return list(range(1, context + 1))
-        return sorted({1 + (i * (context - 1)) // max(1, steps - 1) for i in range(steps)})
-    raise ValueError(f"distribution {distribution!r}; accepted: {', '.join(DISTRIBUTIONS)}")
-
-
-def batch_sizes(steps: int, low: int = 8, high: int = 64, seed: int = 0) -> list[int]:
-    """Per-batch sizes, uniform in ``[low, high]`` (TensorRT-LLM's varying batches)."""
-    rng = random.Random(seed + 1)
-    return [rng.randint(low, high) for _ in range(steps)]
-
-
 __all__ = [
-    "BACKENDS", "DEFAULT_BACKEND", "DISTRIBUTIONS", "Dcp", "HEADS", "HEAD_DIM", "Inputs", "KV_LORA_RANK", "LAYOUTS",
-    "QK_NOPE_HEAD_DIM", "QK_ROPE_HEAD_DIM", "SGLANG_WORKSPACE_BYTES", "VLLM_DCP_WORKSPACE_BYTES",
-    "VLLM_WORKSPACE_BYTES", "accepted", "batch_sizes", "call", "lengths", "make_inputs", "resize", "serving_lengths",
-    "sglang_call", "sglang_target_verify", "sglang_width", "trtllm_call", "vllm_call", "vllm_dcp_max_seq_len",
+    "BACKENDS",
+    "DEFAULT_BACKEND",
+    "DISTRIBUTIONS",
+    "Dcp",
+    "HEADS",
+    "HEAD_DIM",
+    "Inputs",
+    "KV_LORA_RANK",
+    "LAYOUTS",
+    "QK_NOPE_HEAD_DIM",
+    "QK_ROPE_HEAD_DIM",
+    "SGLANG_WORKSPACE_BYTES",
+    "VLLM_DCP_WORKSPACE_BYTES",
+    "VLLM_WORKSPACE_BYTES",
+    "accepted",
+    "batch_sizes",
+    "call",
+    "lengths",
+    "make_inputs",
+    "resize",
+    "serving_lengths",
+    "sglang_call",
+    "sglang_target_verify",
+    "sglang_width",
+    "trtllm_call",
+    "vllm_call",
+    "vllm_dcp_max_seq_len",
     "vllm_width",
 ]

@@ -55,7 +55,7 @@ def check_declared(change: Optional[list], scale_name: str, sinks: bool = False)
     import torch
 
     import fi_compat
-    from fi_compat.bounds import judge_release
+    from fi_compat.judgement import judge_release
     from fi_compat.diagnosis import gather
     from fi_compat.lookup import runtime_lookup
     from fi_compat.release_detection import detect_release

@@ -42,7 +42,7 @@ def lazy_modules() -> list[str]:
 def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
     import fi_compat
     from fi_compat.testing import workload
-    from fi_compat import bounds, lookup
+    from fi_compat import judgement, lookup
     from fi_compat.installer import snapshot
 
     modules = lazy_modules()
@@ -96,7 +96,7 @@ def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
         time.sleep(0.01)
     snap = snapshot()
     version = None if snap.release is None else snap.release.version
-    fresh = bounds.judge_release(lookup.runtime_lookup(version), version)  # the default cache size: install() above
+    fresh = judgement.judge_release(lookup.runtime_lookup(version), version)  # the default cache size: install() above
     state = fi_compat.status()
     patched = {row["name"]: row["patched"] for row in state["bounds"]}
     rows = {}

@@ -49,7 +49,7 @@ def synthetic(name: str, core_text: str, tmp_path_factory) -> drift.SyntheticRel
 
 def guard_verdict(release: drift.SyntheticRelease, tmp_path_factory):
     """The guard's decode verdict on the release's wheel, with the spec as it is now."""
-    from fi_compat.bounds import judge_release
+    from fi_compat.judgement import judge_release
     from fi_compat.commands.guard.wheel import WheelSources, lookup_for
 
     path = drift.build_wheel(release, tmp_path_factory.mktemp("wheel"))

@@ -33,7 +33,7 @@ import drift_shapes  # noqa: E402
 drift_shapes.skip_unless_on_a_shape_base()
 from packaging.version import Version  # noqa: E402
 
-from fi_compat import bounds  # noqa: E402
+from fi_compat import bounds, judgement  # noqa: E402
 from fi_compat.lookup import DirectoryReader, source_lookup  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -117,7 +117,7 @@ def test_the_source_is_read_as_the_module_binds_it(name, memo, tmp_path):
     bound = bounds.by_name("tuning-config")
     found = find(bound.spec)
     assert found is not None and found.memo == memo, found
-    verdict = bounds.judge(bound, found, Version(release.version))
+    verdict = judgement.judge(bound, found, Version(release.version))
     assert verdict.kind == "bound", verdict.reason
     if name == "config-huge-maxsize":
         assert found.maxsize == drift_shapes.HUGE_MAXSIZE

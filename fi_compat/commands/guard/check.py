@@ -1,7 +1,7 @@
 """The verdict on one wheel: the runtime's own verdict, fed by ``ast``.
 
 :func:`check_wheel` opens the wheel in memory and calls
-:func:`fi_compat.bounds.judge_release` with a lookup over the wheel's sources,
+:func:`fi_compat.judgement.judge_release` with a lookup over the wheel's sources,
 the same function :func:`fi_compat.install` calls with a lookup over the live
 modules.  The outcomes map to the guard's words:
 
@@ -30,7 +30,8 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ...bounds import BOUNDS, PARTIAL, PREDATES, UNSUPPORTED, UNVERIFIED, VERIFIED, judge_release
+from ...bounds import BOUNDS
+from ...judgement import PARTIAL, PREDATES, UNSUPPORTED, UNVERIFIED, VERIFIED, judge_release
 from ...specs import DECODE
 from .fetch import wheel_release
 from .errors import WheelError
