@@ -25,7 +25,7 @@ import threading
 from typing import Any, Callable, Mapping, Optional
 
 
-from . import config, lazy_rows, lookup, runtime_report
+from . import config, lazy_rows, lookup, runtime_report, tripwire
 from .adapters import Installation, Plan, bounded_memo
 from .judgement import BOUND, judge_release
 from .errors import warn
@@ -191,8 +191,8 @@ def _imported_elsewhere(module: Any) -> None:
 
 def _guarded(step: Any) -> None:
     """Run an import-hook step.  Not strict: an exception never escapes into the
-    user's import (logged, kept for the next fi_compat call).  Strict: nothing
-    stays installed and the import raises the typed error."""
+    user's import (logged, kept for the next fi_compat call).  Strict: nothing stays
+    installed, the import raises the typed error, and at start-up the decode tripwire is armed."""
     try:
         step()
     except Exception as exc:  # noqa: BLE001
@@ -201,6 +201,7 @@ def _guarded(step: Any) -> None:
         _set_phase("failed")
         if _strict():
             logger.error("fi_compat: %s; nothing installed, and the import raises it (FI_COMPAT_STRICT)", exc)
+            _state.tripwire = tripwire.arm(exc)  # at start-up: a program that swallows it cannot decode unbounded
             raise
         logger.error("fi_compat: %s; flashinfer imported untouched, the error is raised at the next "
                      "fi_compat call", exc)
@@ -310,11 +311,11 @@ def uninstall() -> dict[str, Any]:
 
 
 def _uninstall() -> None:
-    leftovers: list[str] = []
+    leftovers: list[str] = tripwire.disarm(_state.tripwire)
     for installation in (_state.extras, _state.installation):
         if installation is not None:
             leftovers += installation.remove()
-    _state.extras = _state.installation = None
+    _state.extras = _state.installation = _state.tripwire = None
     _state.verdicts, _state.waiting = {}, {}
     _state.messages = leftovers
     _state.error = None

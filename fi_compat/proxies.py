@@ -5,8 +5,10 @@
   name, docstring, module and signature (``__wrapped__``), so
   ``inspect.signature`` and flashinfer's own callers see no difference.
 * :class:`CallThrough`: a wrapt proxy that rewrites a call (transparent mode).
+* :class:`Tripwire`: a wrapt proxy whose call ends the process (strict at
+  start-up, :mod:`fi_compat.tripwire`).
 
-Both are recognisable (``_fi_compat_wrapper``) and answer for themselves:
+All are recognisable (``_fi_compat_wrapper``) and answer for themselves:
 ``cache_info()`` and ``cache_clear()`` are fi_compat's, never the numbers of
 flashinfer's inner ``functools.cache``.
 """
@@ -182,6 +184,24 @@ class CallThrough(FiCompatProxy):
         def call(wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
             if switch.active:
                 return rewrite(wrapped, args, kwargs)
+            return wrapped(*args, **kwargs)
+
+        super().__init__(wrapped, call, switch)
+
+
+class Tripwire(FiCompatProxy):
+    """A proxy whose call runs ``trip()`` instead of the original (:mod:`fi_compat.tripwire`:
+    ``trip`` ends the process); a pass-through once deactivated.  Not a
+    :class:`CallThrough`, so :func:`fi_compat.transparent.unwrap` keeps it and the
+    call API trips too.  Cost: nothing on any path that is served (it is only
+    armed when the process is to end at its first call)."""
+
+    def __init__(self, wrapped: Callable, trip: Callable[[], Any]) -> None:
+        switch = _Switch()
+
+        def call(wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
+            if switch.active:
+                return trip()
             return wrapped(*args, **kwargs)
 
         super().__init__(wrapped, call, switch)

@@ -27,8 +27,10 @@ stderr and the interpreter exits with :data:`STRICT_EXIT_STATUS` before the
 application runs; an engine plugin re-raises instead, so the engine reports it.
 A strict mismatch found when the application imports flashinfer raises the
 typed error from that ``import`` (uncaught: a traceback and exit status 1), with
-nothing installed; one found where no import can carry it (an import that
-finished in another thread) writes the error and ends the process, status 1.
+nothing installed; caught, the program's first call of flashinfer's MLA decode
+writes the error and ends the process, status 1 (:mod:`fi_compat.tripwire`).
+One found where no import can carry it (an import that finished in another
+thread) writes the error and ends the process, status 1.
 
 Cost: importing fi_compat's public API (wrapt, packaging; no torch, no
 flashinfer) and one ``install()`` that registers a post-import hook, a few

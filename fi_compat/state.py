@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # annotations only: this module stays as light as config
     from .adapters.base import Installation
     from .judgement import Verdict
     from .release_detection import ReleaseInfo
+    from .tripwire import Armed
 
 
 class State:
@@ -30,6 +31,7 @@ class State:
         self.waiting: dict[str, str] = {}  # bound name -> module it waits for
         self.installation: Optional[Installation] = None
         self.extras: Optional[Installation] = None  # what registered plan providers put in place
+        self.tripwire: Optional[Armed] = None  # strict at start-up: the decode tripwire after a raised error
         self.messages: list[str] = []
         self.error: Optional[BaseException] = None  # a strict failure raised at the next fi_compat call
         self.hooked: set[str] = set()  # modules with a post-import hook (wrapt cannot unregister one)

@@ -4,6 +4,10 @@ installed; not strict, the rows that matched stay bounded and the rest is warned
 about.  Before #22 the hook logged one ERROR, uninstalled everything and kept
 the error for a fi_compat call an unchanged engine never makes: exit status 0.
 
+A program that catches that error (an optional backend) and goes on is stopped at its first MLA
+decode call, status 1, the typed error on stderr (fi_compat.tripwire); before, it imported
+flashinfer again and served with every cache unbounded, exit status 0.
+
 Run as a user runs it: the ``fi-compat`` console script (the entry point pip
 writes, ``fi_compat.cli:main``) with ``run [--strict] -- python -c ...`` against
 a synthetic release (tests/drift.py: the real wheel on ``sys.path`` with the
@@ -37,6 +41,28 @@ PROGRAM = (
     "    print('SERVING ' + json.dumps({r['name']: [r['verdict'], bool(r['patched'])]"
     " for r in fi_compat.status()['bounds']}))\n"
 )
+SWALLOWING = (
+    # an engine with flashinfer as an optional backend: the import's error is caught and the engine
+    # goes on.  The CPU-host shim in steps: torch's CUDA answers before the import, flashinfer's
+    # loader stub (a launch is recorded, not run) after it
+    "import torch\n"
+    "from fi_compat.testing import CpuHost, workload\n"
+    "host = CpuHost()\n"
+    "host.patch_torch()\n"
+    "try:\n"
+    "    import flashinfer\n"
+    "except Exception:\n"
+    "    pass\n"
+    "print('SWALLOWED', flush=True)\n"
+    # the failed import took only the package out of sys.modules: this one runs its __init__ again over
+    # the submodules already there, and succeeds
+    "import flashinfer\n"
+    "from flashinfer.mla import trtllm_batch_decode_with_kv_cache_mla\n"
+    "host.patch_flashinfer()\n"
+    "inputs = workload.make_inputs(torch, 'trtllm', batch=2, width=16, num_pages=64)\n"
+    "workload.trtllm_call(trtllm_batch_decode_with_kv_cache_mla, inputs, 1000)\n"
+    "print('SERVING', len(host.launches), flush=True)\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +81,13 @@ def console_script(directory: Path) -> Path:
     return script
 
 
-def run(release, options, tmp_path, **extra):
+def run(release, options, tmp_path, program=PROGRAM, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FI_COMPAT_")}
     env.update(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", **extra)
     env["PYTHONPATH"] = os.pathsep.join([str(release.site), *sys.path])
-    command = [str(console_script(tmp_path)), "run", *options, "--", sys.executable, "-c", PROGRAM]
+    command = [str(console_script(tmp_path)), "run", *options, "--", sys.executable, "-c", program]
     if extra.get("FI_COMPAT_AUTO"):
-        command = [sys.executable, "-c", "import fi_compat.startup as s; s.autostart()\n" + PROGRAM]
+        command = [sys.executable, "-c", "import fi_compat.startup as s; s.autostart()\n" + program]
     return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -78,6 +104,32 @@ def test_strict_auto_stops_at_import_flashinfer(mismatched, tmp_path):
     done = run(mismatched, [], tmp_path, FI_COMPAT_AUTO="1", FI_COMPAT_STRICT="1")
     assert done.returncode != 0 and "SERVING" not in done.stdout
     assert "SignatureMismatchError" in done.stderr, done.stderr[-3000:]
+
+
+STRICT_HOOKS = {  # how a user asks for strict at start-up: (run's options, environment)
+    "fi-compat run --strict": (["--strict"], {}),
+    "FI_COMPAT_AUTO=1 FI_COMPAT_STRICT=1": ([], {"FI_COMPAT_AUTO": "1", "FI_COMPAT_STRICT": "1"}),
+}
+
+
+@pytest.mark.parametrize("hook", list(STRICT_HOOKS))
+def test_strict_a_swallowed_import_error_still_stops_the_first_decode(mismatched, tmp_path, hook):
+    """Issue 22's second half: an engine that catches the import's error (an optional backend)
+    and imports flashinfer again gets the module, but its first MLA decode call ends the
+    process (status 1, the typed error on stderr) instead of serving with every cache unbounded."""
+    options, environment = STRICT_HOOKS[hook]
+    done = run(mismatched, options, tmp_path, program=SWALLOWING, **environment)
+    assert "SWALLOWED" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]  # the engine did go on
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "SERVING" not in done.stdout, done.stdout[-2000:]  # nothing after the call ran
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("fi_compat ERROR:")]
+    assert "called after the strict error was caught: SignatureMismatchError" in line and "q_len" in line, line
+
+
+def test_not_strict_swallowing_program_serves(mismatched, tmp_path):
+    """The same program, not strict: nothing to swallow, the decode call runs, status 0."""
+    done = run(mismatched, [], tmp_path, program=SWALLOWING)
+    assert done.returncode == 0 and "SERVING 1" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
 
 
 def test_not_strict_keeps_the_matched_rows_bounded_and_warns(mismatched, tmp_path):
