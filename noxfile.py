@@ -352,8 +352,8 @@ BUILD_TOOLS = ("build==1.6.1", "twine==7.0.0")
 # scripts/ and benchmarks/ are not checked yet.  mypy's files are set in
 # pyproject.toml ([tool.mypy] files).
 LINT_PATHS = ("fi_compat", "_fi_compat_autostart.py", "build_autostart_pth.py", "noxfile.py")
-# The formatter's check fails the session (the tree is formatted, except the
-# modules pyproject.toml excludes).  False makes it report its count instead,
+# The formatter's check fails the session (the whole library is formatted).
+# False makes it report its count instead,
 # for a tree not yet formatted (docs/ci.md).
 FORMAT_ENFORCED = True
 # Files the wheel must carry beyond the fi_compat package (build_autostart_pth.py

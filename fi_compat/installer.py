@@ -22,10 +22,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Optional
 
-
-from . import config, lazy_rows, lookup, runtime_report, tripwire
+from . import config, lazy_rows, lookup, plan_providers, runtime_report, tripwire
 from .adapters import Installation, Plan, bounded_memo
 from .judgement import BOUND, judge_release
 from .errors import warn
@@ -51,18 +50,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_renew_lock_after_fork)
 
 
-PlanProvider = tuple[Callable[[Mapping[str, config.Setting]], bool], Callable[[], Plan]]
-_providers: dict[str, PlanProvider] = {}
-
-
-def register_plan_provider(name: str, enabled: Callable[[Mapping[str, config.Setting]], bool],
-                           make_plan: Callable[[], Plan]) -> None:
-    """Let a layer above add patches that install and uninstall with the bounds,
-    all or nothing (the call API's transparent mode); the installer knows
-    nothing of those layers.  ``enabled(settings)`` decides per install."""
-    _providers[name] = (enabled, make_plan)
-
-
 def snapshot() -> Snapshot:
     """The current state, read-only."""
     return snapshot_of(_state)
@@ -84,8 +71,14 @@ def ensure_installed() -> Snapshot:
         return snapshot()
 
 
-def install(*, strict: Optional[bool] = None, cache_size: Optional[int] = None, maxsize: Optional[int] = None,
-            max_seq_len_policy: Optional[str] = None, transparent: Optional[bool] = None) -> dict[str, Any]:
+def install(
+    *,
+    strict: Optional[bool] = None,
+    cache_size: Optional[int] = None,
+    maxsize: Optional[int] = None,
+    max_seq_len_policy: Optional[str] = None,
+    transparent: Optional[bool] = None,
+) -> dict[str, Any]:
     """Bound every cache of flashinfer's MLA decode host path; returns :func:`status`.
 
     Arguments win over ``FI_COMPAT_*`` environment variables, which win over
@@ -108,8 +101,12 @@ def install(*, strict: Optional[bool] = None, cache_size: Optional[int] = None, 
         warn("install(maxsize=...) is deprecated; use install(cache_size=...)", DeprecationWarning)
         if cache_size is None:
             cache_size = config.check_cache_size(maxsize, "maxsize")
-    given = {"strict": strict, "cache_size": cache_size, "max_seq_len_policy": max_seq_len_policy,
-             "transparent": transparent}
+    given = {
+        "strict": strict,
+        "cache_size": cache_size,
+        "max_seq_len_policy": max_seq_len_policy,
+        "transparent": transparent,
+    }
     with _lock:
         # Resolved under the lock: what an omitted argument keeps is the install in force now.
         settings = config.resolve_all(**keeping_earlier_arguments(_state, given))
@@ -203,8 +200,9 @@ def _guarded(step: Any) -> None:
             logger.error("fi_compat: %s; nothing installed, and the import raises it (FI_COMPAT_STRICT)", exc)
             _state.tripwire = tripwire.arm(exc)  # at start-up: a program that swallows it cannot decode unbounded
             raise
-        logger.error("fi_compat: %s; flashinfer imported untouched, the error is raised at the next "
-                     "fi_compat call", exc)
+        logger.error(
+            "fi_compat: %s; flashinfer imported untouched, the error is raised at the next fi_compat call", exc
+        )
 
 
 def _raise_kept_error() -> None:
@@ -247,16 +245,9 @@ def _activate() -> None:
     installation = Installation()
     installation.apply(plan)
     try:
-        _state.extras = Installation()
-        if _state.settings["transparent"].value and "transparent" not in _providers:
-            logger.warning("fi_compat: transparent mode comes with the call API: install through "
-                           "fi_compat.install(), which loads it; this install has none")
-        for enabled, make_plan in _providers.values():
-            if enabled(_state.settings):
-                _state.extras.apply(make_plan())
+        _state.extras = plan_providers.apply(_state.settings)  # the layers above: transparent mode
     except BaseException:
         installation.remove()
-        _state.extras = None
         raise
     _state.installation = installation
     runtime_report.report(problems, _state)

@@ -10,11 +10,11 @@ installer (no torch, no flashinfer): a few milliseconds.
 
 from __future__ import annotations
 
-from . import call_api, installer
+from . import call_api, installer, plan_providers
 from .call_api import build_mla_decode_tuning_config, mla_decode
 from .installer import install, status, uninstall
 
-installer.register_plan_provider(
+plan_providers.register(
     "transparent",
     lambda settings: bool(settings["transparent"].value),
     lambda: call_api.transparent_plan(installer.settings()),
