@@ -25,8 +25,8 @@ memo's function are folded into that memo's site.
 Cost: tracing slows flashinfer's host path several times over, and each
 snapshot and walk takes 0.1-0.5 s; this runs in the processes of
 ``fi-compat guard --census`` and on the traced pass of ``fi-compat soak``;
-``fi-compat doctor`` uses the walk alone (:func:`walk_report`), and
-``status()`` does not walk (opt in with :func:`walk_report`).  Timings are
+``fi-compat doctor`` and ``status()`` use the walk alone (:func:`walk_report`:
+tens of milliseconds untraced; ``status(walk=False)`` skips it).  Timings are
 never taken while it traces.  Failure: ``measure`` re-raises what the
 workload raises, after stopping the trace it started.
 """

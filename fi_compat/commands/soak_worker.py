@@ -208,7 +208,7 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
                     held = tracemalloc.get_traced_memory()[0]
                     points.append(memory_census.take_point(clear=False))
                     own += tracemalloc.get_traced_memory()[0] - held
-                half_caches = fi_compat.status()["caches"] if variant == "fi_compat" else None
+                half_caches = fi_compat.status(walk=False)["caches"] if variant == "fi_compat" else None
             if (step + 1) % every == 0 or step + 1 == total:
                 used = (
                     (tracemalloc.get_traced_memory()[0] - traced_start - own)
@@ -232,7 +232,7 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
             tracemalloc.stop()
         after = census.take()
         launches = host.recorder.total
-        state = fi_compat.status()
+        state = fi_compat.status(walk=False)
     distinct = len(set(lengths))
     result: dict[str, Any] = {
         "variant": variant,

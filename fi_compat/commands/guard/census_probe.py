@@ -273,7 +273,7 @@ def run_probe(
                 refused.append(
                     {"layout": layout, "backend": backend, "mode": mode, "error": f"{type(exc).__name__}: {exc}"[:300]}
                 )
-        state = fi_compat.status()
+        state = fi_compat.status(walk=False)
     keys = {}
     for result in results:
         for entry in result["grown"]:
