@@ -15,7 +15,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Optional
+from typing import Any, Callable, Hashable, Iterable, Optional
 
 _live_caches: "weakref.WeakSet[BoundedCache]" = weakref.WeakSet()
 
@@ -216,6 +216,11 @@ class BoundedCache:
     def __len__(self) -> int:
         return len(self._data)
 
+    def items(self) -> list[tuple[Hashable, Any]]:
+        """Every (key, value), under the lock: a copy, for measuring."""
+        with self._lock:
+            return [(key, entry.value) for key, entry in self._data.items()]
+
     def keys_by_recency(self) -> list[Hashable]:
         """Keys from least to most recently used (applies pending recency; takes the lock)."""
         with self._lock:
@@ -288,6 +293,15 @@ def approximate_size(root: object, limit: int = 10_000) -> int:
                 if isinstance(slot, str) and hasattr(obj, slot):
                     stack.append(getattr(obj, slot))
     return total
+
+
+def footprint(caches: Iterable[BoundedCache], limit: int = 2_000_000) -> int:
+    """Bytes reachable from the keys and values of all ``caches``, each object
+    counted once (the builder memo and the tuning-config memo hold the same
+    configs): :func:`approximate_size` over all of them together.  For the soak's
+    report, after its batches; cost: one visit per reachable object (tens of
+    milliseconds for a few hundred configs)."""
+    return approximate_size([cache.items() for cache in caches], limit)
 
 
 def _cell_filled(cell: Any) -> bool:

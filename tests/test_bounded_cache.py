@@ -165,3 +165,19 @@ def test_identities_stay_bounded_when_the_caller_keeps_every_value_alive():
     assert cache.get_or_compute(oldest_remembered, Value, oldest_remembered) is held[oldest_remembered]
     assert cache.get_or_compute(0, Value, 0) is not held[0]
     assert len(cache._identities) <= IDENTITY_SCALE * 4 and len(cache) <= 4
+
+
+def test_footprint_counts_what_two_caches_share_once():
+    """The builder memo and the tuning-config memo hold the same config objects:
+    their footprint together is one copy of those, not two."""
+    from fi_compat.cache import approximate_size, footprint
+
+    shared = [list(range(100)) for _ in range(20)]
+    builder, configs = BoundedCache("builder", 64), BoundedCache("tuning-config", 64)
+    for number, value in enumerate(shared):
+        builder.get_or_compute(("b", number), lambda *a: value)
+        configs.get_or_compute(("c", number), lambda *a: value)
+    alone = footprint([builder]), footprint([configs])
+    together = footprint([builder, configs])
+    # what the two hold in common (the values) is counted once: the difference is one copy of them
+    assert max(alone) < together and sum(alone) - together >= 0.95 * approximate_size(shared), (alone, together)

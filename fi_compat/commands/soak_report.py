@@ -47,11 +47,14 @@ def _second_half_growth(result: dict[str, Any]) -> str:
 
 def memo_rows(result: Optional[dict[str, Any]]) -> list[str]:
     """One line per fi_compat memo that was looked up: entries / bound, its
-    approximate size, and the miss rate of the second half's lookups (the
-    steady state; the first half includes every first sight of a key)."""
+    approximate size, and the second half's misses (the steady state; the first
+    half includes every first sight of a key) per lookup and per decode call: a
+    memo reached only on another memo's miss (the tuning-config memo behind the
+    builder memo) sees few lookups, nearly all new, and its cost is per call."""
     if not result or not result.get("fi_compat_caches"):
         return []
     half = result.get("half_fi_compat_caches") or {}
+    calls = result["steps"] - result["half"] if result.get("half") else 0  # decode calls in the second half
     rows, total_bytes = [], 0
     for name, stats in result["fi_compat_caches"].items():
         lookups = stats["hits"] + stats["misses"]
@@ -61,12 +64,18 @@ def memo_rows(result: Optional[dict[str, Any]]) -> list[str]:
         late_misses = stats["misses"] - before["misses"]
         late = late_misses + stats["hits"] - before["hits"]
         rate = f"{100 * late_misses / late:.1f} %" if late else "n/a"
+        per_call = f"{100 * late_misses / calls:.2f} %" if calls else "n/a"
         total_bytes += stats.get("approx_bytes") or 0
         rows.append(
             f"{name}: {stats['currsize']:,} / {stats['maxsize']:,} entries, "
-            f"{_format_bytes(stats.get('approx_bytes'))}, {rate} of {late:,}"
+            f"{_format_bytes(stats.get('approx_bytes'))}, {rate} of {late:,} lookups, {per_call} of calls"
         )
-    return rows + [f"all memos: {_format_bytes(total_bytes)}"] if rows else []
+    if not rows:
+        return []
+    together = result.get("fi_compat_memo_bytes")
+    if together is None:  # a result without the measured total: the sum, shared objects in each memo
+        return rows + [f"all memos: {_format_bytes(total_bytes)} (sum of the estimates above)"]
+    return rows + [f"all memos: {_format_bytes(together)} (keys and values, objects they share counted once)"]
 
 
 def report_text(timed: dict[str, dict[str, Any]], traced: dict[str, dict[str, Any]], options: dict[str, Any]) -> str:
@@ -125,7 +134,10 @@ def report_text(timed: dict[str, dict[str, Any]], traced: dict[str, dict[str, An
     )
     memos = memo_rows(timed.get("fi_compat"))
     if memos:
-        lines.append("fi_compat memos (entries, approx. size, second-half miss rate of the lookups):")
+        lines.append(
+            "fi_compat memos (entries, approx. size; second half: misses per lookup, and misses per decode call,"
+            " which counts a memo behind another memo by what reaches it):"
+        )
         lines.extend(f"  {line}" for line in memos)
     for variant, result in traced.items():
         sites = result.get("memory_sites")
