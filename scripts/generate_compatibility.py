@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from _matrix_common import MATRIX_RUN_FILE, RESULTS, ROOT, read_results, release_list
+from _matrix_common import MATRIX_RUN_FILE, RESULTS, ROOT, fingerprint, read_results, release_list
 
 OUTPUT = ROOT / "docs" / "compatibility.md"
 
@@ -57,14 +57,17 @@ def matrix_run_line(folder: Path) -> list[str]:
             f"({run['date']}, {outcome}); command: `{run['command']}`"]
 
 
-def verdict(result: Optional[dict[str, Any]], with_device: bool = False) -> str:
+def verdict(result: Optional[dict[str, Any]], code: str, with_device: bool = False) -> str:
+    """The cell for one run; a run of other fi_compat code than ``code`` (the
+    checkout's fingerprint) says so and when it ran: it vouches for that code only."""
     if result is None:
         return "not run"
     t = result["pytest"]
     counts = f"{t['passed']} passed, {t['failed'] + t['errors']} failed, {t['skipped']} skipped"
     word = "**yes**" if result["verified"] else "**no**"
     device = f" on {result['device']}" if with_device else ""
-    return f"{word}{device} ({counts})"
+    older = "" if (result.get("fingerprint") or {}).get("code") == code else f"; older fi_compat code, {result['date']}"
+    return f"{word}{device} ({counts}{older})"
 
 
 def bytes_cell(growth: Optional[dict[str, Any]], site: str) -> str:
@@ -172,6 +175,7 @@ def census_section(cpu: dict[str, dict[str, Any]]) -> list[str]:
 
 def render(results_dir: Path) -> str:
     cpu, gpu = load(results_dir, "cpu"), load(results_dir, "gpu")
+    code = fingerprint()["code"]
     releases = sorted(set(load_releases()) | set(cpu) | set(gpu), key=version_key)
     out = [
         "# flashinfer compatibility",
@@ -198,8 +202,8 @@ def render(results_dir: Path) -> str:
     for release in releases:
         c, g = cpu.get(release), gpu.get(release)
         out.append(
-            f"| {release} | {bounded_of(c, g)} | {verdict(c)} | {bytes_cell(c and c.get('growth'), 'builder')} "
-            f"| {bytes_cell(c and c.get('growth'), 'decode')} | {verdict(g, with_device=True)} "
+            f"| {release} | {bounded_of(c, g)} | {verdict(c, code)} | {bytes_cell(c and c.get('growth'), 'builder')} "
+            f"| {bytes_cell(c and c.get('growth'), 'decode')} | {verdict(g, code, with_device=True)} "
             f"| {bytes_cell(g and g.get('growth'), 'builder')} | {bytes_cell(g and g.get('growth'), 'decode')} |"
         )
     out += census_section(cpu)

@@ -47,17 +47,21 @@ def result(release, platform, verified, passed=10, failed=0, device="CPU x"):
 
 
 def test_generator_rows_from_results(load, tmp_path):
-    for platform, release, verified, failed in (("cpu", "0.6.18", True, 0), ("cpu", "0.7.4", False, 2),
-                                                ("gpu", "0.6.18", True, 0)):
+    code = load("_matrix_common").fingerprint()["code"]
+    for platform, release, verified, failed, ran in (("cpu", "0.6.18", True, 0, code), ("cpu", "0.7.4", False, 2, code),
+                                                     ("gpu", "0.6.18", True, 0, "an older checkout")):
         folder = tmp_path / platform
         folder.mkdir(exist_ok=True)
         device = "NVIDIA H200 (SM90)" if platform == "gpu" else "CPU x"
-        (folder / f"{release}.json").write_text(json.dumps(result(release, platform, verified, failed=failed,
-                                                                  device=device)))
+        (folder / f"{release}.json").write_text(json.dumps({
+            **result(release, platform, verified, failed=failed, device=device), "fingerprint": {"code": ran}}))
     text = load("generate_compatibility").render(tmp_path)
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| 0.")}
     assert "**yes** (10 passed, 0 failed, 1 skipped)" in rows["0.6.18"]
-    assert "**yes** on NVIDIA H200 (SM90)" in rows["0.6.18"]
+    # a run of other code than the checkout's vouches for that code only, and says so
+    assert "**yes** on NVIDIA H200 (SM90) (10 passed, 0 failed, 1 skipped; older fi_compat code, 2026-12-02)" \
+        in rows["0.6.18"]
+    assert rows["0.6.18"].count("older fi_compat code") == 1
     assert "1,814 B → 4 B" in rows["0.6.18"]
     assert "0 B → error" in rows["0.6.18"]
     assert "**no** (10 passed, 2 failed, 1 skipped)" in rows["0.7.4"]
