@@ -43,13 +43,18 @@ def load(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _uninstalled_after_each_test():
-    """Every test starts and ends as a fresh process would: uninstalled, and
-    with no explicit choice made (so mla_decode installs on first use)."""
-    from fi_compat import installer
+    """Every test starts and ends as a fresh process would: uninstalled, with
+    no explicit choice made (so mla_decode installs on first use), and not
+    marked as installed at start-up (a test that calls a start-up hook in this
+    process, such as the engine plugin's, marks it; the mark decides whether a
+    strict failure ends the process and arms the decode tripwire)."""
+    from fi_compat import installer, lazy_rows
 
     installer.reset()
+    lazy_rows._startup_origin = None
     yield
     installer.reset()
+    lazy_rows._startup_origin = None
 
 
 # --------------------------------------------------------------------------- real flashinfer wheels (the guard's tests)
