@@ -83,6 +83,14 @@ _K_TILE_PROOF = (
 
 _EXACT = "keyed on its arguments as they are: nothing normalised, only bounded"
 
+_BUCKET_READS_PROOF = (
+    "the search reads, of the shapes, their lengths and the dimension each dynamic spec names first, "
+    "and of the specs their input_idx, dim_idx and map_to_tuning_buckets and each constraint's indices; "
+    "every other dimension passes through unread: keyed on what it reads (not on the block-table width "
+    "or the profile lengths inside the initializers), answered by flashinfer on the masked shapes and "
+    "completed with the call's own dimensions; tests/matrix/test_bucket_match.py compares answers"
+)
+
 # Sizes (docs/design.md): the sizers and 0.6.18's nearest-profile memo keep the
 # plain size, since a hit saves 0.6 / 1.4 us over the uncached call (CPU host)
 # for ~290 / 400 B an entry once the batch cap's probes no longer reach them;
@@ -104,9 +112,15 @@ BOUNDS: tuple[Bound, ...] = (
     Bound(
         "split-kv",
         specs.CUTE_DSL_SPLIT_KV,
-        key="saturated-k-tile",
+        key="split-count",
         grows_with="max_seq_len (0.6.16 on) and the batch size of every step of the cute-dsl batch-cap search",
-        proof=_K_TILE_PROOF,
+        proof=(
+            "output depends on max_seq_len only through the nonempty split count "
+            "ceil(K / ceil(K / s)) of the K-tile count K = ceil(max_seq_len / 128); key on 128 times "
+            "that count where the saturated split count s is at most 32 (fi_compat.adapters.split_counts), "
+            "else on the saturated K-tile count; tests/matrix/test_key_proofs.py compares outputs on "
+            "random arguments"
+        ),
         verified=specs.verified_from("0.6.13"),
     ),
     Bound(
@@ -155,14 +169,9 @@ BOUNDS: tuple[Bound, ...] = (
     Bound(
         "nearest-profile",
         specs.NEAREST_PROFILE,
-        key="nearest-profile",
+        key="bucket-reads",
         grows_with="the call's tensor shapes (batch size, block-table width) times the configs",
-        proof=(
-            "the search reads only the shapes and, of the config, each spec's input_idx, dim_idx and "
-            "map_to_tuning_buckets (memoized by flashinfer, shared by a model's configs) and each "
-            "constraint's indices: keyed on those, as flashinfer itself keys from 0.6.18, so the "
-            "profile lengths inside the initializers do not multiply the entries per batch shape"
-        ),
+        proof=_BUCKET_READS_PROOF,
         verified=specs.verified_from("0.6.13"),
         replace_bounded=True,
         scale=16,
@@ -170,9 +179,9 @@ BOUNDS: tuple[Bound, ...] = (
     Bound(
         "nearest-profile-cached",
         specs.NEAREST_PROFILE_CACHED,
-        key="exact",
+        key="bucket-reads",
         grows_with="the call's tensor shapes (batch size, block-table width) times the configs' specs",
-        proof=_EXACT,
+        proof=_BUCKET_READS_PROOF,
         verified=specs.verified_from("0.6.18"),
         replace_bounded=True,
     ),

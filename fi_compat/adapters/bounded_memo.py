@@ -45,6 +45,10 @@ def _layout_of(
         return ArgumentLayout(fallback_names, fallback_defaults, renamed)
 
 
+def _unkeyed(values: tuple) -> None:
+    return None
+
+
 def _raw_fallback(target: Callable, cache: BoundedCache) -> Callable[[tuple, dict], Any]:
     """A bounded LRU on the call's raw arguments, for calls the key cannot bind."""
 
@@ -125,25 +129,23 @@ def plan(bound: "Bound", found: Found, cache_size: int) -> Plan:
     strategy = bound.strategy
     # a key that holds the cute-dsl batch cap computes it as this release's builder does
     batch_cap = batch_cap_of(target) if strategy.batch_cap else None
-    key_of = strategy.key(layout, batch_cap) if batch_cap is not None else strategy.key(layout)
+    if strategy.key is None:  # a proxy strategy keys its calls itself (strategy.proxy, below)
+        key_of: Callable[[tuple], Optional[Hashable]] = _unkeyed
+    elif strategy.asks_function:
+        key_of = strategy.key(layout, target)
+    else:
+        key_of = strategy.key(layout, batch_cap) if batch_cap is not None else strategy.key(layout)
     size = cache_size * bound.scale
     cache = BoundedCache(bound.name, size, keep_identity=bound.keep_identity)
     caches = {bound.name: cache}
 
     complete, count = layout.complete, len(layout.names)
-    if strategy.whole_tuple:
-        # the complete argument tuple is the key: no normalising call per lookup
-        def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
-            if not kwargs and len(args) == count:  # every parameter positionally: the tuple is complete
-                return args
-            return complete(args, kwargs)
-    else:
 
-        def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
-            if not kwargs and len(args) == count:
-                return key_of(args)
-            values = complete(args, kwargs)
-            return None if values is None else key_of(values)
+    def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
+        if not kwargs and len(args) == count:  # every parameter positionally: the tuple is complete
+            return key_of(args)
+        values = complete(args, kwargs)
+        return None if values is None else key_of(values)
 
     translated = None if strategy.miss_arguments is None else strategy.miss_arguments(layout)
     if strategy.computes_from_key:
@@ -179,6 +181,8 @@ def plan(bound: "Bound", found: Found, cache_size: int) -> Plan:
     # generic argument handling (same key; see builder_entries).  Its unkeyable
     # calls go to the original, so only where that is not a functools cache.
     entry = fast_entry(target) if strategy.fast_entry and not replaces_cache else None
+    if strategy.proxy is not None:
+        entry = strategy.proxy(layout, target, fallback)
     if entry is not None and batch_cap is not None:
         entry = functools.partial(entry, batch_cap=batch_cap)
     proxy = memoized_function(original, cache, key, miss, fallback, entry=entry, fill=_keeping_unless_probing(cache))

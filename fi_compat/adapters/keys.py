@@ -14,8 +14,9 @@ Normalisations (each proven against the real function in the release matrix,
   the synthetic ``seq_lens`` used while autotuning;
 * :func:`k_tile_ceiling`: the cute-dsl split-KV / workspace sizer reads
   ``max_seq_len`` only as ``ceil(max_seq_len / 128)``, the K-tile count;
-* :func:`nearest_profile_key`: the autotuner's nearest-profile search reads
-  only the shapes and the config's spec indices and bucket mapper.
+* :func:`closure_value`: the autotuner's bucket mapper as a value, so the
+  nearest-profile memo (:mod:`fi_compat.adapters.bucket_match`) shares its
+  entries across the tuning configs of one model.
 """
 
 from __future__ import annotations
@@ -84,18 +85,6 @@ def tuning_config_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tupl
     return key
 
 
-def exact_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
-    """The complete argument tuple as it is: bounded, not normalised.  Not
-    hashed here: the memo's lookup hashes it once and sends an unhashable one
-    to its fallback (flashinfer's specs hash in Python, so a second hash per
-    call would cost as much as the lookup)."""
-
-    def key(values: tuple) -> Optional[tuple]:
-        return values
-
-    return key
-
-
 def closure_value(function: Any) -> Hashable:
     """A pure closure as a value: its code and what it captured.
 
@@ -115,40 +104,6 @@ def closure_value(function: Any) -> Hashable:
     except (AttributeError, TypeError, ValueError):  # ValueError: an empty cell
         return function
     return value
-
-
-def nearest_profile_key(layout: ArgumentLayout) -> Callable[[tuple], Optional[tuple]]:
-    """Key of ``AutoTuner._find_nearest_profile`` (0.6.13 - 0.6.17): the shapes and
-    only the parts of the tuning config it reads.
-
-    Its body reads, of the config, each dynamic spec's ``input_idx``, ``dim_idx``
-    and ``map_to_tuning_buckets`` and each constraint's ``input_idx`` and
-    ``dim_idx``; never the tensor initializers, which carry the caller's
-    ``max_seq_len``.  Keyed on the config as a whole, every profile length is a
-    separate entry per batch shape (TensorRT-LLM's batch sizes 8-64 times the
-    profile ladder: thousands of entries, ~0.7 KB each).  The bucket mapper
-    enters as :func:`closure_value`, so the configs of one model share a key
-    whether or not the release memoizes ``make_bucket_mapper``.  flashinfer
-    itself keys on this projection from 0.6.18 (``_find_nearest_profile_cached``).
-    A config without those fields is not keyed (the bounded fallback answers it).
-    Cost: one small tuple per dynamic spec per call.
-    """
-    cls_at, shapes_at, config_at = layout.index["cls"], layout.index["shapes"], layout.index["tuning_config"]
-
-    def key(values: tuple) -> Optional[tuple]:
-        config = values[config_at]
-        try:
-            dynamic = tuple(
-                (s.input_idx, s.dim_idx, closure_value(s.map_to_tuning_buckets)) for s in config.dynamic_tensor_specs
-            )
-            constraints = tuple((c.input_idx, c.dim_idx) for c in config.constraint_specs)
-            normalised = (values[cls_at], values[shapes_at], dynamic, constraints)
-            hash(normalised)
-        except (AttributeError, TypeError):
-            return None
-        return normalised
-
-    return key
 
 
 BUILDER_SCALARS = (
@@ -304,11 +259,9 @@ __all__ = [
     "builder_key",
     "builder_key_of",
     "closure_value",
-    "exact_key",
     "fresh_builder_arguments",
     "k_tile_ceiling",
     "monolithic_split_kv_key",
-    "nearest_profile_key",
     "profile_ladder",
     "saturated_k_tiles",
     "saturated_length",

@@ -36,7 +36,7 @@ def split_kv_key(layout: ArgumentLayout) -> Callable[[tuple[Any, ...]], Optional
     def key(values: tuple[Any, ...]) -> Optional[tuple[Any, ...]]:
         if position is not None:
             values = (*values[:position], k_tile_ceiling(values[position]), *values[position + 1 :])
-        return values  # hashed once, by the memo's lookup (see exact_key)
+        return values  # hashed once, by the memo's lookup
 
     return key
 

@@ -16,11 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping, Optional
 
-from . import keys
+from . import bucket_match, keys, split_counts
 from .layout import ArgumentLayout
 
 KeyFactory = Callable[..., Callable[[tuple[Any, ...]], Optional[Hashable]]]
 ArgumentsFactory = Callable[[ArgumentLayout], Optional[Callable[[tuple[Any, ...]], tuple[Any, ...]]]]
+ProxyFactory = Callable[
+    [ArgumentLayout, Callable[..., Any], Callable[[tuple[Any, ...], dict[str, Any]], Any]], Callable[..., Any]
+]
 
 
 @dataclass(frozen=True)
@@ -29,23 +32,27 @@ class KeyStrategy:
 
     ``key``: layout (and, with ``batch_cap``, the resolved cap) -> (complete
     argument tuple -> key, or ``None`` for a call it cannot key).  ``computes_from_key``: the key *is* the normalised
-    argument tuple, and a miss calls the function with it.  ``whole_tuple``:
-    the complete argument tuple is the key as it is (no normalising call per
-    lookup).  ``batch_cap``: the key holds the cute-dsl batch cap, resolved for
+    argument tuple, and a miss calls the function with it.  ``batch_cap``: the key holds the cute-dsl batch cap, resolved for
     the installed release by :func:`fi_compat.adapters.batch_cap.batch_cap_of`.
     ``fast_entry``: the memo takes the function's own signature
     (:mod:`fi_compat.adapters.builder_entries`) instead of generic argument
     handling.  ``miss_arguments``: layout -> the arguments a miss calls the
     function with, from the complete tuple, or ``None`` where the release
-    needs no translation."""
+    needs no translation.  ``proxy``: (layout, the uncached function, the
+    bounded fallback) -> the memo's proxy factory, for a memo that keys,
+    computes and answers its calls itself (:mod:`fi_compat.adapters.bucket_match`:
+    its answers are completed per call); such a strategy has no ``key``.
+    ``asks_function``: the key factory takes the uncached function too, and
+    asks it once per model (:mod:`fi_compat.adapters.split_counts`)."""
 
     name: str
-    key: KeyFactory
+    key: Optional[KeyFactory]
     computes_from_key: bool = True
-    whole_tuple: bool = False
     batch_cap: bool = False
     fast_entry: bool = False
     miss_arguments: Optional[ArgumentsFactory] = None
+    proxy: Optional[ProxyFactory] = None
+    asks_function: bool = False
 
 
 def _fresh_builder_arguments(layout: ArgumentLayout) -> Optional[Callable[[tuple[Any, ...]], tuple[Any, ...]]]:
@@ -61,12 +68,11 @@ def _fresh_builder_arguments(layout: ArgumentLayout) -> Optional[Callable[[tuple
 STRATEGIES: Mapping[str, KeyStrategy] = {
     strategy.name: strategy
     for strategy in (
-        KeyStrategy("exact", keys.exact_key, whole_tuple=True),
         KeyStrategy("k-tile", keys.split_kv_key),
-        KeyStrategy("saturated-k-tile", keys.monolithic_split_kv_key),
+        KeyStrategy("split-count", split_counts.split_count_key, asks_function=True),
         KeyStrategy("batch-cap", keys.batch_cap_key),
         KeyStrategy("tuning-config", keys.tuning_config_key),
-        KeyStrategy("nearest-profile", keys.nearest_profile_key, computes_from_key=False),
+        KeyStrategy("bucket-reads", None, proxy=bucket_match.entry),
         KeyStrategy(
             "builder",
             keys.builder_key,

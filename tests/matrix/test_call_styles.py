@@ -33,6 +33,8 @@ torch = pytest.importorskip("torch")
 #: Paths that reach every row the decode function can reach.
 RECORDED_PATHS = (("vllm", "cute-dsl", "q1"), ("vllm", "cute-dsl", "modular"), ("sglang", "auto", "q1"),
                   ("trtllm", "trtllm-gen", "q1"))
+#: Rows whose answer holds the profile length the key moved down the ladder (tests/matrix/test_key_proofs.py).
+PROFILE_MOVED = ("tuning-config", "builder")
 
 
 def live_function(spec) -> Any:
@@ -155,6 +157,6 @@ def test_positional_keyword_and_mixed_calls_share_one_key(name, recorded, releas
     assert (row["fi_compat"]["misses"], row["fi_compat"]["hits"]) == (1, 2), row["fi_compat"]
     if row["flashinfer"] is not None:
         assert row["flashinfer"]["currsize"] == 0, row  # nothing reached flashinfer's own cache
-    if bound.strategy.whole_tuple:
-        assert positional == expected  # nothing normalised: flashinfer's own answer
+    if name not in PROFILE_MOVED:
+        assert positional == expected  # the key normalises arguments, never the answer
     assert not aliases_of(original), "a module attribute still holds flashinfer's function"

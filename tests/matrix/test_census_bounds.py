@@ -68,8 +68,9 @@ DEFAULT_CACHE_SIZE = 256
 MIB = 1 << 20
 #: 20,000 distinct lengths must grow less than 1 MiB: at most this many bytes per length.
 BYTES_PER_LENGTH = MIB / 20_000
-#: Python memory blocks kept per distinct length in the steady state: a leaked
-#: cache entry keeps several (key tuple, value, dict slot); flashinfer alone keeps 20-60.
+#: Python memory blocks kept per distinct length in the steady state (a stretch of
+#: new lengths, less the same calls repeated): a leaked cache entry keeps several
+#: (key tuple, value, dict slot); flashinfer alone keeps 20-60.
 BLOCKS_PER_LENGTH = 2.0
 #: A traced window this long measures bytes per length to better than 50 B.
 PRECISE_WINDOW = 1000
@@ -134,21 +135,53 @@ def run_bounded(driver: Driver, lengths: list[int], batches: list[int], warm_up:
     traced = len(lengths) - turnover - window
     started = time.process_time()
     driver.run(lengths[:warm_up], iter(batches[:warm_up]))
-    gc.collect()
-    blocks = sys.getallocatedblocks()
-    driver.run(lengths[warm_up:traced], iter(batches[warm_up:traced]))
-    gc.collect()
-    blocks = (sys.getallocatedblocks() - blocks) / (traced - warm_up)
+    measured, measured_batches = lengths[warm_up:traced], batches[warm_up:traced]
+    new_blocks = blocks_over(driver, measured, measured_batches)
     cpu_s = time.process_time() - started
+    # The same calls again, every length already seen: what they keep is kept
+    # per call, not per distinct length (on CUDA the launch path keeps a few
+    # blocks per call for a while, with or without fi_compat).
+    repeated_blocks = blocks_over(driver, measured, measured_batches)
     steady = census.take()  # outside the traced stretch: what the census allocates is freed late
     with growth.traced() as memory:
         driver.run(lengths[traced:-window], iter(batches[traced:-window]))
         memory.restart()
         driver.run(lengths[-window:], iter(batches[-window:]))
         grown = memory.grown()
+    # (a bounded structure that turns over while the calls repeat frees blocks: nothing to subtract then)
+    per_length = (new_blocks - max(repeated_blocks, 0)) / len(measured)
+    sites = allocation_sites(driver, measured, measured_batches) if per_length >= BLOCKS_PER_LENGTH else []
     return {"before": {}, "steady": steady, "after": census.take(), "window": window,
-            "window_bytes": grown, "blocks_per_length": blocks, "us_per_call": cpu_s / traced * 1e6,
-            "status": fi_compat.status()}
+            "window_bytes": grown, "blocks_per_length": per_length,
+            "blocks_per_call": repeated_blocks / len(measured), "sites": sites,
+            "us_per_call": cpu_s / traced * 1e6, "status": fi_compat.status()}
+
+
+def blocks_over(driver: Driver, lengths: list[int], batches: list[int]) -> int:
+    """Python memory blocks the calls leave allocated (collected before and after)."""
+    gc.collect()
+    blocks = sys.getallocatedblocks()
+    driver.run(lengths, iter(batches))
+    gc.collect()
+    return sys.getallocatedblocks() - blocks
+
+
+def allocation_sites(driver: Driver, lengths: list[int], batches: list[int], top: int = 8) -> list[str]:
+    """Where new lengths keep memory, for a failure's message: the source lines
+    whose allocations grew most over one more stretch of them, traced."""
+    import tracemalloc
+
+    shifted = [length - 1 if length > 1 else length + 1 for length in lengths]  # not seen yet, mostly
+    gc.collect()
+    tracemalloc.start(8)
+    try:
+        before = tracemalloc.take_snapshot()
+        driver.run(shifted, iter(batches))
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    return [str(stat) for stat in after.compare_to(before, "lineno")[:top]]
 
 
 def per_length_rows(core: Any, status: dict) -> list[str]:
@@ -217,7 +250,7 @@ def test_bounded_on_every_path(layout, backend, mode, core, decode_function, rel
     # 2. memory in the steady state: no Python object kept per length, and the
     # traced window under 1 MiB (per length too, where the window is long
     # enough for tracemalloc's free-list noise, tens of KB, not to dominate).
-    assert bounded["blocks_per_length"] < BLOCKS_PER_LENGTH, (bounded["blocks_per_length"], alone)
+    assert bounded["blocks_per_length"] < BLOCKS_PER_LENGTH, (bounded["blocks_per_length"], alone, bounded["sites"])
     per_length = bounded["window_bytes"] / bounded["window"]
     assert bounded["window_bytes"] < MIB, f"{bounded['window_bytes']} B over {bounded['window']} lengths"
     if bounded["window"] >= PRECISE_WINDOW:
@@ -237,6 +270,7 @@ def test_bounded_on_every_path(layout, backend, mode, core, decode_function, rel
         "alone_blocks_per_length": round(alone["blocks_per_length"], 2),
         "bounded_bytes_per_length": round(per_length, 1), "bounded_window": bounded["window"],
         "bounded_blocks_per_length": round(bounded["blocks_per_length"], 3),
+        "bounded_blocks_per_call": round(bounded["blocks_per_call"], 3),
         "bounded_cpu_us_per_call": round(bounded["us_per_call"]),
         "rows_with_traffic": leaking_rows,
     })

@@ -28,7 +28,9 @@ import pytest
 
 import fi_compat
 from fi_compat.adapters.keys import SEARCH_LOWEST_PROBE, k_tile_ceiling, profile_ladder, saturated_length
+from fi_compat.adapters.layout import ArgumentLayout
 from fi_compat.adapters.sizer_keys import K_TILE, cap_holds_at, saturated_k_tiles
+from fi_compat.adapters.split_counts import STEADY_SPLIT_CAP, split_count_key
 from fi_compat.testing.builder import builder_arguments
 from fi_compat.specs import CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV, CUTE_DSL_SPLIT_KV_RUBIN_MTP, TUNING_CONFIG, TUNING_CONFIG_BUILDER
 
@@ -291,6 +293,52 @@ def test_sizer_depends_on_max_seq_len_only_through_the_k_tile_count(spec, fi_cpu
     assert crossings >= SAMPLES // 100, f"only {crossings} of {SAMPLES} outputs change with the K-tile count"
     if spec is CUTE_DSL_SPLIT_KV:  # the saturation was exercised, not only the K-tile ceiling
         assert lowered >= SAMPLES // 10, f"only {lowered} of {attempts} lengths were past the saturation"
+
+
+def test_sizer_depends_on_max_seq_len_only_through_its_nonempty_split_count(fi_cpu_host, release):
+    """The split-kv row's key (``split_counts.split_count_key``): the length
+    becomes 128 times the nonempty split count where the sizer's saturated
+    split count is at most 32, on random arguments (raised reducer caps of
+    0.7.2.post1 on included: up to 300 active blocks at batch size 1)."""
+    spec = CUTE_DSL_SPLIT_KV
+    uncached = getattr(importlib.import_module(spec.module), spec.name).__wrapped__
+    names = list(inspect.signature(uncached).parameters)
+    if "max_seq_len" not in names:
+        pytest.skip(f"flashinfer {release}'s sizer takes no max_seq_len: its key is the arguments as they are")
+    key = split_count_key(ArgumentLayout.of(uncached), uncached)
+    rng = random.Random(11)
+    accepted = lowered = attempts = 0
+    classes, keys_used = set(), set()
+    while accepted < SAMPLES and attempts < 50 * SAMPLES:
+        attempts += 1
+        arguments = random_sizer_arguments(rng, names)
+        if rng.random() < 0.5:  # engines' batch sizes, where the K-tile classes pile up
+            arguments["B"] = rng.randint(1, 4)
+            if "occupancy_q_tiles" in names:
+                arguments["occupancy_q_tiles"] = None
+        values = tuple(arguments.get(n) for n in names)
+        keyed = dict(zip(names, key(values)))
+        result = outcome(uncached, arguments)
+        assert result == outcome(uncached, keyed), arguments
+        if isinstance(result, tuple) and isinstance(result[0], str):
+            continue
+        accepted += 1
+        model = tuple(v for n, v in arguments.items() if n != "max_seq_len")
+        classes.add((model, k_tile_ceiling(arguments["max_seq_len"])))
+        keys_used.add(tuple(keyed.values()))
+        # a length keyed on its split count, below the K-tile count the saturated key would keep
+        lowered += keyed["max_seq_len"] <= STEADY_SPLIT_CAP * K_TILE < k_tile_ceiling(arguments["max_seq_len"])
+    assert accepted == SAMPLES, f"the sizer accepted only {accepted} of {attempts} random tuples"
+    assert lowered >= SAMPLES // 4, f"only {lowered} lengths were keyed on their split count"
+    if "occupancy_q_tiles" in names:  # one occupancy, many batch sizes: the split count asked once serves them all
+        for _ in range(SAMPLES // 4):
+            occupancy = rng.randint(1, 8)
+            arguments = {"B": rng.randint(occupancy, 64), "q_len": 1, "H": 128, "kv_lora_rank": 512,
+                         "max_active_blocks": 148, "max_seq_len": rng.randint(1, 1 << 20),
+                         "occupancy_q_tiles": occupancy}
+            keyed = dict(zip(names, key(tuple(arguments.get(n) for n in names))))
+            assert outcome(uncached, arguments) == outcome(uncached, keyed), arguments
+    assert len(keys_used) < len(classes), (len(keys_used), len(classes))  # fewer keys than K-tile classes
 
 
 def test_batch_cap_depends_on_max_seq_len_only_through_the_k_tile_count(fi_cpu_host, release, core):
