@@ -182,7 +182,7 @@ def plan(bound: "Bound", found: Found, cache_size: int) -> Plan:
     # calls go to the original, so only where that is not a functools cache.
     entry = fast_entry(target) if strategy.fast_entry and not replaces_cache else None
     if strategy.proxy is not None:
-        entry = strategy.proxy(layout, target, fallback)
+        entry = strategy.proxy(layout, target, fallback, cache_size)
     if entry is not None and batch_cap is not None:
         entry = functools.partial(entry, batch_cap=batch_cap)
     proxy = memoized_function(original, cache, key, miss, fallback, entry=entry, fill=_keeping_unless_probing(cache))

@@ -144,9 +144,16 @@ class SpecIndex:
     index positions, the bucket mapper as :func:`~fi_compat.adapters.keys.closure_value`),
     found by identity when a call brings the same objects again (the tuning
     configs of one model share their specs; fi_compat's builder memo hands out
-    one config per key).  Thread-safe; bounded at :data:`SPEC_SETS_KEPT`."""
+    one config per key).  Thread-safe.
 
-    def __init__(self) -> None:
+    The identities are held (a spec tuple cannot be referenced weakly, and an
+    id is only an identity while its object lives), at most ``identities`` of
+    them: pass the cache size, as many configs as fi_compat's builder memo
+    keeps alive anyway; more would keep configs it has let go.  The values
+    are bounded at :data:`SPEC_SETS_KEPT`."""
+
+    def __init__(self, identities: int = SPEC_SETS_KEPT) -> None:
+        self._identities = max(1, identities)
         self._by_identity: dict[int, tuple[Any, Any, Reads]] = {}
         self._by_value: dict[Hashable, Reads] = {}
         self._lock = threading.Lock()
@@ -169,7 +176,7 @@ class SpecIndex:
         with self._lock:
             # the identities turn over when configs are built per call (0.6.13 - 0.6.15 without
             # fi_compat's builder memo); the values only with the models served
-            if len(self._by_identity) >= SPEC_SETS_KEPT:
+            if len(self._by_identity) >= self._identities:
                 self._by_identity.clear()
             if len(self._by_value) >= SPEC_SETS_KEPT:
                 self._by_value.clear()
@@ -194,16 +201,20 @@ def specs_reader(layout: ArgumentLayout) -> Callable[[tuple[Any, ...]], tuple[An
 
 
 def entry(
-    layout: ArgumentLayout, target: Callable[..., Any], fallback: Callable[[tuple[Any, ...], dict[str, Any]], Any]
+    layout: ArgumentLayout,
+    target: Callable[..., Any],
+    fallback: Callable[[tuple[Any, ...], dict[str, Any]], Any],
+    cache_size: int,
 ) -> Callable[..., Any]:
     """The memo's proxy factory (:func:`fi_compat.proxies.memoized_function`'s
     ``entry``) for either search: keys with :class:`Reads`, computes a miss
     with ``target`` (flashinfer's uncached function) on the masked shapes, and
-    answers each call with :meth:`Answer.for_call`."""
+    answers each call with :meth:`Answer.for_call`.  ``cache_size``: fi_compat's
+    cache size, the spec identities it keeps (:class:`SpecIndex`)."""
     complete, count = layout.complete, len(layout.names)
     shapes_at = layout.index["shapes"]
     specs_of = specs_reader(layout)
-    index = SpecIndex()
+    index = SpecIndex(identities=cache_size)
 
     def compute(values: tuple[Any, ...], reads: Reads, lengths: tuple[int, ...]) -> Answer:
         shapes = values[shapes_at]

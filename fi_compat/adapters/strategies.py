@@ -22,7 +22,7 @@ from .layout import ArgumentLayout
 KeyFactory = Callable[..., Callable[[tuple[Any, ...]], Optional[Hashable]]]
 ArgumentsFactory = Callable[[ArgumentLayout], Optional[Callable[[tuple[Any, ...]], tuple[Any, ...]]]]
 ProxyFactory = Callable[
-    [ArgumentLayout, Callable[..., Any], Callable[[tuple[Any, ...], dict[str, Any]], Any]], Callable[..., Any]
+    [ArgumentLayout, Callable[..., Any], Callable[[tuple[Any, ...], dict[str, Any]], Any], int], Callable[..., Any]
 ]
 
 
@@ -39,7 +39,7 @@ class KeyStrategy:
     handling.  ``miss_arguments``: layout -> the arguments a miss calls the
     function with, from the complete tuple, or ``None`` where the release
     needs no translation.  ``proxy``: (layout, the uncached function, the
-    bounded fallback) -> the memo's proxy factory, for a memo that keys,
+    bounded fallback, the cache size) -> the memo's proxy factory, for a memo that keys,
     computes and answers its calls itself (:mod:`fi_compat.adapters.bucket_match`:
     its answers are completed per call); such a strategy has no ``key``.
     ``asks_function``: the key factory takes the uncached function too, and
