@@ -123,11 +123,7 @@ def run_alone(driver: Driver, lengths: list[int], batches: list[int]) -> dict[st
     """flashinfer without fi_compat, its caches just emptied (so growth counts
     from zero): census entries and Python blocks per length (no tracemalloc:
     what grows here is never freed, so counting is enough)."""
-    gc.collect()
-    blocks = sys.getallocatedblocks()
-    driver.run(lengths, iter(batches))
-    gc.collect()
-    blocks = sys.getallocatedblocks() - blocks
+    blocks = blocks_over(driver, lengths, batches)
     growth = flashinfer_growth({}, census.take())
     return {"entries": sum(growth.values()), "growth": growth, "blocks_per_length": blocks / len(lengths)}
 
