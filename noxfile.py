@@ -259,6 +259,17 @@ def soak(session: nox.Session) -> None:
     session.run("fi-compat", "soak", *(session.posargs or ["--plot", "soak.png"]))
 
 
+@nox.session(python=PYTHON, venv_params=["--without-pip"])
+@nox.parametrize("flashinfer", MATRIX_RELEASES, ids=[f"flashinfer='{r}'" for r in MATRIX_RELEASES])
+def races(session: nox.Session, flashinfer: str) -> None:
+    """The "never hang" stress run (issue #40) on one release: install() racing
+    flashinfer's lazy imports, 1,000 rounds by default in two processes beside a
+    CPU-bound one, each round under a watchdog.  Posargs go to
+    tests/matrix/race_stress.py (``--rounds N --processes P --burn B --json OUT``)."""
+    _on_base(session, flashinfer, os.environ.get(WHEELHOUSE_ENV) or None)
+    session.run("python", str(ROOT / "tests" / "matrix" / "race_stress.py"), *session.posargs)
+
+
 def _result_command(name: str, release: str, rest: list[str]) -> str:
     tail = f" -- {' '.join(rest)}" if rest else ""
     return f"python3 -m nox -s \"{name}(flashinfer='{release}')\"{tail}"

@@ -29,9 +29,10 @@ from .adapters import Installation, Plan, bounded_memo
 from .judgement import BOUND, judge_release
 from .errors import warn
 from .runtime_report import note_effectively_unbounded, strict_error
-from .lookup import PACKAGE
+from .lookup import PACKAGE, import_hooks
 from .release_detection import detect_release
 from .state import Snapshot, State, keeping_earlier_arguments, snapshot_of, values
+from .status_view import render, summary_line, walked
 
 logger = logging.getLogger("fi_compat")
 
@@ -64,6 +65,7 @@ def ensure_installed() -> Snapshot:
     """Install with the environment's settings unless the process already chose
     (called :func:`install` or :func:`uninstall`); raise a strict failure kept
     from an import hook.  What the call API does on every new generation."""
+    import_hooks.settle()
     with _lock:
         _raise_kept_error()
         if _state.phase == "not-installed" and not _state.explicit:
@@ -107,6 +109,7 @@ def install(
         "max_seq_len_policy": max_seq_len_policy,
         "transparent": transparent,
     }
+    import_hooks.settle()
     with _lock:
         # Resolved under the lock: what an omitted argument keeps is the install in force now.
         settings = config.resolve_all(**keeping_earlier_arguments(_state, given))
@@ -130,11 +133,13 @@ def _install(settings: dict[str, config.Setting]) -> None:
         logger.info("fi_compat: FI_COMPAT_DISABLE is set (%s); flashinfer left untouched", settings["disable"].source)
         return
     _state.release = detect_release()
+    # Hooked first, read second: an import that ends in between is seen by one of
+    # the two (its hook waits for the lock held here, then finds "pending").
+    _hook(PACKAGE, _on_flashinfer_import)
     if lookup.module_loaded(PACKAGE):  # imported, and not half-imported by another thread
         _activate()
         return
     _set_phase("pending")
-    _hook(PACKAGE, _on_flashinfer_import)
     logger.debug("fi_compat: %s not imported yet; will install on import", PACKAGE)
 
 
@@ -144,14 +149,15 @@ def _set_phase(phase: str) -> None:
 
 
 def _hook(module: str, callback: Any) -> None:
-    lazy_rows.register(_state, module, callback, _imported_elsewhere)
+    lazy_rows.register(_state, module, callback)
 
 
 def _on_flashinfer_import(package: Any) -> None:
+    """flashinfer's import has finished (in the importing thread, inside that import)."""
     with _lock:
-        _state.hooked.discard(package.__name__)  # wrapt fires a hook once: a re-import needs a new one
-        if lazy_rows.REGISTERING.active or _state.phase != "pending":
-            return  # at registration: _hook's wait (or the caller) takes it from here
+        _state.hooked.discard(package.__name__)  # a hook fires once: a re-import needs a new one
+        if _state.phase != "pending":
+            return
         _state.release = detect_release()
         _guarded(_activate)
 
@@ -160,30 +166,11 @@ _JUDGED = ("installed", "unsupported")  # phases whose rows may still wait for t
 
 
 def _on_lazy_import(module: Any) -> None:
+    """A module some rows wait for has been imported (in the importing thread, inside that import)."""
     with _lock:
         _state.hooked.discard(module.__name__)
-        if lazy_rows.REGISTERING.active:
-            return  # at registration: _settle (or _hook's wait) takes it from here
         if _state.phase in _JUDGED and module.__name__ in _state.waiting.values():
             _guarded(lambda: _activate_module(module.__name__))
-
-
-def _imported_elsewhere(module: Any) -> None:
-    """An import that was in flight when the hook was registered has finished
-    (in :func:`fi_compat.lookup.import_wait.when_imported`'s thread, not an import)."""
-    with _lock:
-        name = module.__name__
-        if name == PACKAGE and _state.phase == "pending":
-            _state.release = detect_release()
-            step: Any = _activate
-        elif _state.phase in _JUDGED and name in _state.waiting.values():
-            step = lambda: _activate_module(name)  # noqa: E731
-        else:
-            return
-        try:
-            _guarded(step)
-        except Exception as exc:  # noqa: BLE001  (strict, and no import to raise it into)
-            lazy_rows.end_strict_process(exc)
 
 
 def _guarded(step: Any) -> None:
@@ -286,8 +273,6 @@ def _activate_module(module_name: str) -> None:
 
 
 def _log_summary() -> None:
-    from .status_view import summary_line
-
     logger.info("fi_compat: %s", summary_line(snapshot()))
 
 
@@ -332,8 +317,7 @@ def status(*, walk: bool = True) -> dict[str, Any]:
     millisecond); ``walk``: also ``"walked"``, every flashinfer memo nothing bounds
     that holds entries (:func:`fi_compat.status_view.walked`, tens of milliseconds,
     taken outside the lock).  install(), uninstall() and reset() return it without."""
-    from .status_view import render, walked
-
+    import_hooks.settle()
     with _lock:
         view = render(snapshot())
     view["walked"] = walked(view) if walk else None

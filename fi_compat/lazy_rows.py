@@ -3,8 +3,8 @@
 flashinfer imports its cute-dsl kernels lazily.  A row whose module is not
 imported yet is judged from source, provisionally (:func:`waits_for`); when the
 module is imported, :func:`rejudge` judges it again from the live object,
-whatever the first verdict was.  :func:`register` adds the post-import hook
-safely while another thread may be importing the same module.
+whatever the first verdict was.  :func:`register` adds the post-import hook,
+which fires even for an import already in flight in another thread.
 
 Everything here works on the installer's :class:`~fi_compat.state.State`,
 under the installer's lock; nothing here takes a lock of its own.
@@ -14,15 +14,10 @@ Cost: one lookup per waiting row when its module is imported.
 from __future__ import annotations
 
 import logging
-import os
-import sys
-import threading
 from typing import Any, Callable, Optional
 
-import wrapt
-
 from . import lookup
-from .lookup import import_wait
+from .lookup import import_hooks
 from .adapters import Plan, bounded_memo
 from .bounds import by_name
 from .judgement import BOUND, NOT_IN_RELEASE, Verdict, judge
@@ -31,30 +26,13 @@ from .state import State
 logger = logging.getLogger("fi_compat")
 
 
-class _Registering(threading.local):
-    active = False
-
-
-REGISTERING = _Registering()
-"""Set while this thread registers a hook: wrapt then calls it at once for a module
-already in ``sys.modules``, which may be half-imported by another thread."""
-
-
-def register(
-    state: State, module: str, callback: Callable[[Any], None], finished_elsewhere: Callable[[Any], None]
-) -> None:
-    """A post-import hook for ``module``, and a wait for an import of it already in
-    flight in another thread (its finder ran before the hook existed, so the hook
-    would never fire for that import)."""
+def register(state: State, module: str, callback: Callable[[Any], None]) -> None:
+    """A post-import hook for ``module`` (:func:`fi_compat.lookup.import_hooks.on_import`):
+    called when an import of it finishes, one in flight in another thread right
+    now included, in the importing thread; nothing waits for it."""
     if module not in state.hooked:
         state.hooked.add(module)
-        REGISTERING.active = True
-        try:
-            wrapt.register_post_import_hook(callback, module)
-        finally:
-            REGISTERING.active = False
-    if import_wait.importing_elsewhere(module):
-        import_wait.when_imported(module, finished_elsewhere)
+        import_hooks.on_import(module, callback)
 
 
 def waits_for(verdict: Verdict, find: lookup.RuntimeLookup) -> Optional[str]:
@@ -97,42 +75,3 @@ def rejudge(state: State, module_name: str, version: Any, cache_size: int) -> tu
             plan += bounded_memo.plan(bound, verdict.found, cache_size)
             bound_now.append(verdict)
     return plan, problems, bound_now
-
-
-_startup_origin: Optional[str] = None
-
-
-def mark_startup(origin: str) -> None:
-    """Say that this process installs at start-up (``fi-compat run``, ``FI_COMPAT_AUTO``):
-    a strict failure with no import to raise into then ends the process, and one
-    raised into an import arms :mod:`fi_compat.tripwire`."""
-    global _startup_origin
-    _startup_origin = origin
-
-
-def startup_origin() -> Optional[str]:
-    """The hook :func:`mark_startup` named, or ``None`` when this process did not install at start-up."""
-    return _startup_origin
-
-
-def end_strict_process(exc: BaseException, cause: str = "") -> None:
-    """A strict failure that must not be served past: one found off any import (an
-    import that finished in another thread), or ``cause`` (the tripwire: the decode
-    function called after the program caught the error).  The message, and at
-    start-up the end of the process, status 1."""
-    message = (
-        f"fi_compat ERROR: {cause + ': ' if cause else ''}{type(exc).__name__}: {' '.join(str(exc).split())}; "
-        "exiting because FI_COMPAT_STRICT is set"
-    )
-    if _startup_origin is None:
-        logger.error("%s (no import to raise it into: kept for the next fi_compat call)", message)
-        return
-    sys.stderr.write(f"{message} ({_startup_origin}, pid {os.getpid()})\n")
-    sys.stderr.flush()
-    try:
-        sys.stdout.flush()  # what the program printed before: _exit would drop it
-    except (OSError, ValueError, AttributeError):  # closed, or replaced by something without flush
-        pass
-    # not SystemExit: this may be a daemon thread, or an engine thread whose SystemExit
-    # would end only that thread, and the engine would serve on unbounded
-    os._exit(1)

@@ -84,7 +84,7 @@ def install_at_startup(origin: str, *, exit_on_strict_failure: bool = True) -> N
         # the public install, not the installer's: fi_compat.public also hands
         # the installer the call API's transparent mode (FI_COMPAT_TRANSPARENT=1)
         from .public import install
-        from .lazy_rows import mark_startup
+        from .startup_state import mark_startup
 
         mark_startup(origin)  # a strict failure found later, off any import, ends the process
         install()

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from ._version import __version__
 from .config import DEFAULT_CACHE_SIZE
+from . import memory_census
 from .judgement import BOUND, ReleaseVerdict
 from .lookup import foreign_memo
 from .lookup.modules import loaded
@@ -136,7 +137,6 @@ def walked(view: dict[str, Any]) -> Optional[dict[str, Any]]:
     1,300 memos), docs/doctor.md; nothing is imported or changed."""
     if not view["flashinfer_imported"]:
         return None
-    from . import memory_census  # deferred: the walk is the only user, and status() without it stays light
 
     size = view["settings"].get("cache_size", {}).get("value") or DEFAULT_CACHE_SIZE
     return memory_census.walk_report(cache_size=int(size))

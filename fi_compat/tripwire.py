@@ -10,13 +10,13 @@ second ``import flashinfer`` (or ``from flashinfer.mla import ...``) succeeds
 and the engine would serve with every cache unbounded and exit 0.
 
 So, when the installer raises a strict error into an import of a process that
-installed at start-up (:func:`fi_compat.lazy_rows.mark_startup`), it also arms
+installed at start-up (:func:`fi_compat.startup_state.mark_startup`), it also arms
 this tripwire: flashinfer's public MLA decode function (:data:`~fi_compat.specs.DECODE`)
 is replaced at every module attribute that holds it -- its home module, the
 ``flashinfer.mla`` and ``flashinfer.decode`` re-exports, and any module that
 bound it by name earlier, as vLLM does -- by a proxy whose call ends the
 process the way a strict failure off any import does
-(:func:`fi_compat.lazy_rows.end_strict_process`: one ``fi_compat ERROR: ...``
+(:func:`fi_compat.startup_state.end_strict_process`: one ``fi_compat ERROR: ...``
 line on stderr naming the typed error, exit status 1).  The import still
 raises the typed error first; a program that does not catch it never reaches
 the tripwire.
@@ -54,7 +54,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Optional
 
-from . import lazy_rows
+from . import startup_state
 from .adapters.base import Installation, Plan, PatchStep
 from .lookup.modules import holders, loaded
 from .proxies import Tripwire
@@ -79,7 +79,7 @@ def arm(error: BaseException) -> Optional[Armed]:
 
     Called by the installer under its lock, with ``error`` about to be raised
     into an import.  Never raises: the typed error must reach the import."""
-    if lazy_rows.startup_origin() is None:
+    if startup_state.startup_origin() is None:
         return None  # install(strict=True) called by the program itself: the error is the program's to handle
     try:
         # releases before 0.6.8 define the function in flashinfer.mla itself (no _core)
@@ -101,7 +101,7 @@ def arm(error: BaseException) -> Optional[Armed]:
 
 def _ender(error: BaseException) -> Callable[[], NoReturn]:
     def end() -> NoReturn:
-        lazy_rows.end_strict_process(error, f"{DECODE.qualname} called after the strict error was caught")
+        startup_state.end_strict_process(error, f"{DECODE.qualname} called after the strict error was caught")
         # not reached at start-up (end_strict_process exits); never call flashinfer unbounded instead
         raise error
 

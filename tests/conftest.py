@@ -48,13 +48,13 @@ def _uninstalled_after_each_test():
     marked as installed at start-up (a test that calls a start-up hook in this
     process, such as the engine plugin's, marks it; the mark decides whether a
     strict failure ends the process and arms the decode tripwire)."""
-    from fi_compat import installer, lazy_rows
+    from fi_compat import installer, startup_state
 
     installer.reset()
-    lazy_rows._startup_origin = None
+    startup_state._startup_origin = None
     yield
     installer.reset()
-    lazy_rows._startup_origin = None
+    startup_state._startup_origin = None
 
 
 # --------------------------------------------------------------------------- real flashinfer wheels (the guard's tests)

@@ -13,7 +13,7 @@ import types
 import pytest
 
 import fi_compat
-from fi_compat import lazy_rows, specs
+from fi_compat import specs, startup_state
 from fi_compat.errors import SignatureMismatchError, UnsupportedReleaseWarning
 from fi_compat.proxies import Tripwire
 
@@ -35,13 +35,13 @@ def ended(monkeypatch):
         calls.append((exc, cause))
         raise Ended(cause)
 
-    monkeypatch.setattr(lazy_rows, "end_strict_process", end)
+    monkeypatch.setattr(startup_state, "end_strict_process", end)
     return calls
 
 
 @pytest.fixture
 def at_startup(monkeypatch):
-    monkeypatch.setattr(lazy_rows, "_startup_origin", "fi-compat run")
+    monkeypatch.setattr(startup_state, "_startup_origin", "fi-compat run")
 
 
 def decode_in(module: str):
@@ -110,7 +110,7 @@ def test_an_install_with_other_settings_takes_the_tripwire_back(tmp_path, at_sta
 def test_not_at_startup_nothing_is_armed(tmp_path, ended):
     """A program that calls install(strict=True) itself sees the error and decides."""
     with loaded_release("0.6.18", tmp_path, drifts=(DRIFT,), imported=False):
-        assert lazy_rows.startup_origin() is None
+        assert startup_state.startup_origin() is None
         fail_the_import()
         assert not any(isinstance(decode_in(m), Tripwire) for m in HOLDERS)
         assert decode_in(specs.CORE_MODULE)(*decode_args())[0] == "decoded" and ended == []

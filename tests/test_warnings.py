@@ -17,6 +17,8 @@ import warnings
 import pytest
 import wrapt
 
+from fi_compat.lookup import import_hooks
+
 from fi_compat.errors import FiCompatWarning, warn
 
 import errors_catalogue
@@ -67,14 +69,14 @@ def test_frames_of_fi_compat_and_wrapt_are_skipped(tmp_path):
 
 
 def test_warning_from_a_post_import_hook_points_at_the_import_line(tmp_path, monkeypatch):
-    """What installing before ``import flashinfer`` does: wrapt's post-import
-    hook runs fi_compat inside the import machinery."""
+    """What installing before ``import flashinfer`` does: fi_compat's
+    post-import hook runs fi_compat inside the import machinery."""
     internal = _internal_module(tmp_path, "fi_compat._warning_probe_hook")
     package = "fi_compat_warning_probe_target"
     (tmp_path / f"{package}.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, package, raising=False)
-    wrapt.register_post_import_hook(internal.hook, package)
+    import_hooks.on_import(package, internal.hook)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         __import__(package); line = sys._getframe().f_lineno  # noqa: E702

@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 from typing import Any, Iterator, Optional
 
-from .import_wait import importing_elsewhere
+from .import_hooks import importing_elsewhere
 from ..signatures import (
     KEYWORD_ONLY,
     POSITIONAL_ONLY,

@@ -158,8 +158,11 @@ class CpuHost:
     # -- CuTe DSL (imported lazily by flashinfer's cute-dsl path)
     def patch_cute_compile(self) -> None:
         """Record cute-dsl launches: ``cutlass.cute.compile`` is replaced when
-        (and if) flashinfer first imports it, so the shim imports nothing heavy."""
-        import wrapt
+        (and if) flashinfer first imports it, so the shim imports nothing heavy.
+        The hook is fi_compat's own (:mod:`fi_compat.lookup.import_hooks`), not
+        wrapt's, whose finder can hang an import racing another thread's."""
+        from ..lookup import import_hooks
+        from ..lookup.modules import loaded
 
         host = self
 
@@ -173,7 +176,10 @@ class CpuHost:
             host._cute_saved.append((cute, "compile", cute.compile))
             cute.compile = compile_recorder
 
-        wrapt.register_post_import_hook(on_import, CUTE_MODULE)
+        import_hooks.on_import(CUTE_MODULE, on_import)
+        cute = loaded(CUTE_MODULE)
+        if cute is not None:
+            on_import(cute)
 
     # -- flashinfer side (after it is imported)
     def patch_flashinfer(self) -> None:

@@ -1,6 +1,6 @@
 """Driver for tests/matrix/test_install_races.py: install() racing imports of flashinfer's lazy modules.
 
-    python tests/matrix/race_driver.py ROUNDS
+    python tests/matrix/race_driver.py ROUNDS [--watchdog S] [--phase F]
 
 The root process imports torch, the cute-dsl toolkit (``cutlass``) and
 ``flashinfer.mla`` under the CPU shim, but none of flashinfer's lazily imported
@@ -15,22 +15,31 @@ After the threads finish, the round checks that every row ended judged from
 its live module: nothing waits, and each row's verdict (and where it was
 found) is the verdict a fresh live judgement gives now; every row judged
 ``bound`` is patched.  One JSON line per round on stdout; exit 0 if all
-rounds ran (the test asserts on the lines).  Not collected by pytest.
+rounds ran (the test asserts on the lines).  Each round has a hard watchdog
+that writes every thread's stack (faulthandler) into the round's line when
+it stops making progress; every round's exit status and signal are kept.
+Not collected by pytest; ``race_stress.py`` runs several side by side.
 """
 
 from __future__ import annotations
 
+import argparse
+import faulthandler
 import importlib
 import json
 import os
+import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from typing import Any
 
 IMPORTERS = 3
-TIMEOUT_S = 120
+# A round takes 1-3 s on a shared core; one that has not finished in this
+# long has stopped making progress (the hang of issue #40 never ended).
+WATCHDOG_S = 60.0
 
 
 def lazy_modules() -> list[str]:
@@ -74,6 +83,8 @@ def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
 
     def installer() -> None:
         barrier.wait()
+        if os.environ.get("FI_COMPAT_RACE_HANG"):  # the watchdog's own test: a round that never ends
+            threading.Event().wait()
         time.sleep(delay_s)
         fi_compat.install()
 
@@ -90,10 +101,10 @@ def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(TIMEOUT_S)
-    deadline = time.monotonic() + 10  # a waiter thread may still be finishing an import in flight
-    while snapshot().waiting and time.monotonic() < deadline:
-        time.sleep(0.01)
+        thread.join()  # the round's watchdog (main) ends a round that hangs, with every thread's stack
+    # Read before any fi_compat call: every import has ended, so every row must
+    # be judged live already (its hook fired as the import ended, in the
+    # importing thread), with no entry point to settle it.
     snap = snapshot()
     version = None if snap.release is None else snap.release.version
     fresh = judgement.judge_release(lookup.runtime_lookup(version), version)  # the default cache size: install() above
@@ -117,12 +128,81 @@ def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
         "rows": rows,
         "errors": errors,
         "import_deadlocks": deadlocks,
-        "threads_alive": sum(t.is_alive() for t in threads),
+        "fi_compat_threads": sorted(t.name for t in threading.enumerate() if t.name.startswith("fi_compat")),
     }
 
 
+def run_round(round_index: int, delay_s: float, import_s: float, decode: Any, inputs: Any, watchdog_s: float) -> dict:
+    """One round in a fork, under a hard watchdog: past ``watchdog_s`` the
+    child's faulthandler writes every thread's stack and ends it (status 1),
+    and past twice that the parent kills it (SIGKILL).  The child's exit
+    status or signal is always part of the result."""
+    read, write = os.pipe()
+    stacks = tempfile.TemporaryFile()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        faulthandler.dump_traceback_later(watchdog_s, exit=True, file=stacks)
+        try:
+            result = check(import_s, delay_s, decode, inputs)
+        except Exception:  # noqa: BLE001
+            result = {"crash": traceback.format_exc()}
+        faulthandler.cancel_dump_traceback_later()
+        result.update(round=round_index, delay_s=delay_s)
+        with os.fdopen(write, "w") as out:
+            out.write(json.dumps(result))
+        os._exit(0)
+    os.close(write)
+    os.set_blocking(read, False)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 2 * watchdog_s
+    status = None
+    while status is None:
+        try:
+            chunk = os.read(read, 1 << 16)
+            if chunk:
+                chunks.append(chunk)
+        except BlockingIOError:
+            pass
+        done, raw = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = raw
+        elif time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            status = os.waitpid(pid, 0)[1]
+        else:
+            time.sleep(0.01)
+    try:
+        while True:
+            chunk = os.read(read, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    os.close(read)
+    text = b"".join(chunks).decode(errors="replace")
+    result = json.loads(text) if text.startswith("{") else {"round": round_index, "delay_s": delay_s, "crash": "no result"}
+    result["round_s"] = round(time.monotonic() - started, 3)
+    code = os.waitstatus_to_exitcode(status)
+    result["exit"] = code if code >= 0 else None
+    result["signal"] = signal.Signals(-code).name if code < 0 else None
+    if code != 0:
+        stacks.seek(0)
+        result["stacks"] = stacks.read().decode(errors="replace")[-20000:]
+        result.setdefault("crash", f"exit status {code}" if code > 0 else f"killed by {result['signal']}")
+    stacks.close()
+    return result
+
+
 def main() -> None:
-    rounds = int(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rounds", type=int)
+    parser.add_argument("--watchdog", type=float, default=WATCHDOG_S, help="seconds a round may take (default %(default)s)")
+    parser.add_argument("--phase", type=float, default=0.0, help="shift of the delay sweep, 0-1: drivers run side by side meet other interleavings")
+    options = parser.parse_args()
+    rounds = options.rounds
     from fi_compat.testing import cpu_host
 
     with cpu_host():
@@ -153,23 +233,11 @@ def main() -> None:
         os.waitpid(pid, 0)
         import_s = float(os.read(read, 64).decode())
         for round_index in range(rounds):
-            delay_s = import_s * 1.2 * round_index / max(rounds - 1, 1)
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read)
-                try:
-                    result = check(import_s, delay_s, decode, inputs)
-                except Exception:  # noqa: BLE001
-                    result = {"delay_s": delay_s, "crash": traceback.format_exc()}
-                with os.fdopen(write, "w") as out:
-                    out.write(json.dumps(result))
-                os._exit(0)
-            os.close(write)
-            with os.fdopen(read) as source:
-                text = source.read()
-            os.waitpid(pid, 0)
-            print(text or json.dumps({"delay_s": delay_s, "crash": "no result"}), flush=True)
+            fraction = (round_index / max(rounds - 1, 1) + options.phase) % 1.0 if options.phase else round_index / max(rounds - 1, 1)
+            delay_s = import_s * 1.2 * fraction
+            result = run_round(round_index, delay_s, import_s, decode, inputs, options.watchdog)
+            result["import_s"] = result.get("import_s", import_s)
+            print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
