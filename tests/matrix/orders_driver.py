@@ -35,6 +35,7 @@ Nothing here is collected by pytest (the file name does not start with test_).
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import itertools
 import json
@@ -322,15 +323,22 @@ def check_final_identity(model: Model, runner: Runner) -> None:
 
 
 def in_fork(body: Callable[[], Any], report_path: str) -> int:
-    """Run ``body`` in a child; it writes ``report_path``.  Returns the pid."""
+    """Run ``body`` in a child; it writes ``report_path``.  Returns the pid.
+
+    The child's own work (not the children it forks: :func:`work_done` ends
+    it) runs under a faulthandler watchdog that writes every thread's stack
+    to ``<report>.stacks`` and ends the child past ``TIMEOUT_S``; no alarm
+    that a slow host's serial children would add up to."""
     pid = os.fork()
     if pid:
         return pid
     code = 1
     started = time.perf_counter()
+    stacks = open(report_path + ".stacks", "w")
     try:
-        signal.alarm(TIMEOUT_S)
+        faulthandler.dump_traceback_later(TIMEOUT_S, exit=True, file=stacks)
         report = body()
+        work_done()
         report["elapsed_s"] = round(time.perf_counter() - started, 3)
         code = 0 if report.get("ok") else 1
     except BaseException:
@@ -342,8 +350,41 @@ def in_fork(body: Callable[[], Any], report_path: str) -> int:
         os._exit(code)
 
 
-def wait(pid: int) -> None:
-    os.waitpid(pid, 0)
+def work_done() -> None:
+    """This process's own work is done (what follows is waiting for its children): no watchdog."""
+    faulthandler.cancel_dump_traceback_later()
+
+
+def wait(pid: int, report_path: str) -> None:
+    """Wait for the child and keep its exit status or signal in ``<report>.exit``."""
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    with open(report_path + ".exit", "w") as handle:
+        json.dump({"exit": code if code >= 0 else None, "signal": signal.Signals(-code).name if code < 0 else None},
+                  handle)
+
+
+def outcome(report_path: str) -> dict:
+    """What a child left: its report, or why there is none (its exit status or
+    signal, and the stacks its watchdog wrote), never a bare "no report"."""
+    try:
+        with open(report_path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        pass
+    why = {}
+    try:
+        with open(report_path + ".exit") as handle:
+            why = json.load(handle)
+    except (OSError, ValueError):
+        why = {"exit": "not waited for (its parent ended first)"}
+    try:
+        with open(report_path + ".stacks") as handle:
+            stacks = handle.read()[-8000:]
+    except OSError:
+        stacks = ""
+    return {"ok": False, "error": f"no report: exit {why.get('exit')}, signal {why.get('signal')}"
+            + (f"; the watchdog's stacks:\n{stacks}" if stacks else "")}
 
 
 def run_prefix(prefix: tuple[str, ...], cached_family: bool, runner: Runner, model: Model) -> None:
@@ -379,7 +420,8 @@ def main(out_dir: str) -> int:
             run_prefix(prefix, cached_family, Runner(host), model)
             return {"ok": True, "prefix": list(prefix), "key": list(model.key())}
 
-        wait(in_fork(body, os.path.join(out_dir, f"prefix-{index}.json")))
+        path = os.path.join(out_dir, f"prefix-{index}.json")
+        wait(in_fork(body, path), path)
 
     # 3-4. one real import per pre-import state; one fork per order under it
     classes: dict[tuple, list[int]] = {}
@@ -398,15 +440,18 @@ def main(out_dir: str) -> int:
             started = time.perf_counter()
             runner.import_flashinfer()  # the real import: the post-import hook fires here
             imported_s = time.perf_counter() - started
+            work_done()  # each order below runs under a watchdog of its own
             for number in numbers:
-                wait(in_fork(lambda number=number: run_order(orders[number], runner, model, key),
-                             os.path.join(out_dir, f"order-{number}.json")))
+                path = os.path.join(out_dir, f"order-{number}.json")
+                wait(in_fork(lambda number=number: run_order(orders[number], runner, model, key), path), path)
             return {"ok": True, "key": list(key), "import_s": round(imported_s, 3)}
 
-        wait(in_fork(state_process, os.path.join(out_dir, f"state-{class_index}.json")))
+        path = os.path.join(out_dir, f"state-{class_index}.json")
+        wait(in_fork(state_process, path), path)
     with open(os.path.join(out_dir, "meta.json"), "w") as handle:
         json.dump({"release": str(release), "cached_family": cached_family, "orders": [list(o) for o in orders],
-                   "prefixes": [list(p) for p in prefixes], "states": len(classes)}, handle)
+                   "prefixes": [list(p) for p in prefixes], "prefix_count": len(prefixes), "states": len(classes)},
+                  handle)
     return 0
 
 

@@ -43,16 +43,13 @@ def results(tmp_path_factory):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     meta = json.loads((out / "meta.json").read_text())
     prefixes = {}
-    for path in out.glob("prefix-*.json"):
-        report = json.loads(path.read_text())
+    for index in range(meta["prefix_count"]):
+        report = orders_driver.outcome(str(out / f"prefix-{index}.json"))
         assert report["ok"], report["error"]
         prefixes[tuple(report["prefix"])] = report
-    orders = {}
-    for number, order in enumerate(ORDERS):
-        path = out / f"order-{number}.json"
-        orders[order] = json.loads(path.read_text()) if path.exists() else {"ok": False, "error": "no report"}
-    for path in out.glob("state-*.json"):
-        report = json.loads(path.read_text())
+    orders = {order: orders_driver.outcome(str(out / f"order-{number}.json")) for number, order in enumerate(ORDERS)}
+    for index in range(meta["states"]):
+        report = orders_driver.outcome(str(out / f"state-{index}.json"))
         assert report["ok"], report.get("error")
     return meta, prefixes, orders
 
@@ -73,3 +70,32 @@ def test_order(order, results):
     assert report["ok"], report.get("error")
     assert [s["event"] for s in report["steps"]] == list(order[len(prefix):])
     assert report["pre_import_state"] == prefixes[prefix]["key"]
+
+
+def test_a_child_without_a_report_says_why(tmp_path, monkeypatch):
+    """A child that hangs is ended by its own watchdog with every thread's
+    stack, and one killed by a signal says which: "no report" always carries
+    its cause (the GPU run's 14 bare "no report" rows lost it)."""
+    monkeypatch.setattr(orders_driver, "TIMEOUT_S", 1)
+
+    def hangs():
+        import time
+
+        time.sleep(3600)
+
+    path = str(tmp_path / "hung.json")
+    orders_driver.wait(orders_driver.in_fork(hangs, path), path)
+    report = orders_driver.outcome(path)
+    assert report["ok"] is False
+    assert report["error"].startswith("no report: exit 1, signal None")
+    assert "time.sleep" in report["error"] or "in hangs" in report["error"]
+
+    def killed():
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    path = str(tmp_path / "killed.json")
+    orders_driver.wait(orders_driver.in_fork(killed, path), path)
+    assert orders_driver.outcome(path)["error"].startswith("no report: exit None, signal SIGKILL")
