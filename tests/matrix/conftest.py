@@ -81,9 +81,44 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "(FI_COMPAT_MATRIX_LENGTHS); the slowest part of the matrix")
 
 
+#: The release suite's files whose outcome a CUDA device cannot change: they
+#: judge fi_compat's own host logic (the install state machine, forks, pickling,
+#: the drift catalogue, import races, key proofs on synthetic arguments, the
+#: memo walk), on the CPU host or in processes that put the CPU shim up
+#: themselves.  The GPU matrix leaves them to the CPU matrix, which runs every
+#: one of them on every release; what it keeps is what a device changes: the
+#: host path on real CUDA tensors and streams for every backend, layout and
+#: query mode (the census), the call API, CUDA-graph capture and the engines'
+#: replays (docs/ci.md, "The GPU matrix").
+HOST_LOGIC_FILES = frozenset(
+    {
+        "test_bucket_match.py",  # the nearest-profile search on shape tuples
+        "test_concurrency.py",  # threads racing install(): the CPU matrix's race
+        "test_drift_catalogue.py",  # synthetic releases edited from the wheel, under the shim
+        "test_drift_declared.py",
+        "test_drift_shapes.py",
+        "test_drift_shapes_runtime.py",
+        "test_fork.py",  # fork safety of fi_compat's locks (CUDA cannot be used in a forked child)
+        "test_install_races.py",  # forks under the CPU shim (issue #40's stress run)
+        "test_key_proofs.py",  # each key's neutrality on random scalar arguments
+        "test_moved_and_reexported.py",  # where fi_compat finds a function
+        "test_orders.py",  # 120 install / import / uninstall orders, one fork each
+        "test_pickling.py",
+        "test_status_walk.py",  # the memo walk
+        "test_strict_startup.py",  # start-up hooks in child processes under the shim
+        "test_trtllm_fake.py",  # the fake of TensorRT-LLM's workaround against its source
+    }
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     platform = matrix_platform()
     capability = cuda_capability() if platform == "gpu" else None
+    if platform == "gpu":
+        host_logic = [item for item in items if item.path.name in HOST_LOGIC_FILES]
+        if host_logic:
+            config.hook.pytest_deselected(items=host_logic)
+            items[:] = [item for item in items if item.path.name not in HOST_LOGIC_FILES]
     for item in items:
         if item.get_closest_marker("gpu") is None and item.get_closest_marker("mla_kernel") is None:
             continue

@@ -201,3 +201,33 @@ def test_real_kernel_launch(fi_device):
     torch.cuda.synchronize()
     expected = reference_mla(t, scale)
     torch.testing.assert_close(out.float().view_as(expected), expected, atol=3e-2, rtol=3e-2)
+
+
+@pytest.mark.parametrize("backend", ["trtllm-gen", "auto"])
+def test_decode_under_cuda_graph_capture_launches_as_flashinfer_alone(cuda_inputs, fi_launches, fresh_fi_compat,
+                                                                      backend):
+    """What an engine's CUDA-graph decode does (vLLM's and SGLang's capture
+    path): a warm-up outside the capture, then the decode call inside
+    ``torch.cuda.graph``.  With fi_compat installed the host path runs under
+    capture wherever it does alone, and hands the launcher the same arguments.
+    A release whose own host path cannot run under capture is skipped with
+    flashinfer's error (only the loader is stubbed: nothing is launched)."""
+    import torch
+    from engine_replay import launch_key
+
+    def captured(max_seq_len):
+        decode(cuda_inputs, max_seq_len, backend=backend)  # autotuner and memos filled outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        first = len(fi_launches.launches)
+        with torch.cuda.graph(graph):
+            decode(cuda_inputs, max_seq_len, backend=backend)
+        return [launch_key(launch) for launch in fi_launches.launches[first:]]
+
+    try:
+        alone = captured(2048)
+    except Exception as exc:  # noqa: BLE001  (flashinfer's own limit, not fi_compat's)
+        pytest.skip(f"flashinfer's host path does not run under CUDA-graph capture here: {type(exc).__name__}: {exc}")
+    assert alone, "the captured decode recorded no launch"
+    fresh_fi_compat.install()
+    assert captured(2048) == alone
