@@ -247,13 +247,13 @@ def test_default_fi_compat_is_flat_offline_from_find_links_and_leaves_the_enviro
 
 
 def test_missing_torch_and_dependencies_is_exit_2_before_anything_is_installed(real_wheel, wheel_cache, tmp_path):
-    """An interpreter with fi_compat and nothing else (a bare CI runner): the census
-    says what it needs and installs nothing."""
+    """An interpreter with fi_compat[guard] and nothing else (a bare CI runner): the
+    census says what it needs and installs nothing."""
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    needed = tmp_path / "needed"  # what fi_compat itself imports, nothing of flashinfer's or torch
+    needed = tmp_path / "needed"  # what fi_compat and its guard extra import, nothing of flashinfer's or torch
     needed.mkdir()
-    for package in ("packaging", "wrapt"):
+    for package in ("packaging", "wrapt", "dependency_groups") + (("tomli",) if sys.version_info < (3, 11) else ()):
         module = __import__(package)
         os.symlink(os.path.dirname(module.__file__), needed / package)
     scratch = tmp_path / "tmp"
