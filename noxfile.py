@@ -13,8 +13,12 @@
   DIR`` or ``FI_COMPAT_WHEELHOUSE=DIR``.  ``scripts/run_gpu_matrix.py`` does the
   same without nox.
 * ``compat_doc``: regenerate ``docs/compatibility.md`` from the results.
-* ``lint``: ruff (lint; the formatter's check, see ``FORMAT_ENFORCED``) and
-  mypy on ``LINT_PATHS``, with the settings in pyproject.toml.
+* ``release_gate``: what a release needs beyond CI: every committed CPU result
+  ran this code (``check_results_fresh.py --release-gate``) and
+  ``docs/compatibility.md`` is generated from them.
+* ``lint``: ruff (lint on ``LINT_PATHS`` and ``CHECK_ONLY_PATHS``; the
+  formatter's check on ``LINT_PATHS``, see ``FORMAT_ENFORCED``) and mypy,
+  with the settings in pyproject.toml.
 * ``build``: ``python -m build`` (sdist, then the wheel from it), ``twine
   check``, the files the wheel must carry, and the wheel installed into a
   clean venv (no torch, no flashinfer) running ``fi-compat --version`` and
@@ -197,7 +201,8 @@ def _matrix_base(session: nox.Session, wheelhouse: str | None) -> str:
             TORCH,
             *requirements,
             "-e",
-            f"{ROOT}[test]",
+            # the guard's extra too: the suite runs the guard
+            f"{ROOT}[test,guard]",
             external=True,
         )
         stamp_file.write_text(stamp)
@@ -340,6 +345,17 @@ def gpu_matrix(session: nox.Session, flashinfer: str) -> None:
 
 
 @nox.session(python=PYTHON, venv_backend="none")
+def release_gate(session: nox.Session) -> None:
+    """What a release needs beyond CI: every committed CPU result ran this
+    code (scripts/check_results_fresh.py --release-gate; stale ones fail, with
+    the command that re-runs them) and docs/compatibility.md is generated from
+    them.  Seconds; runs nothing of the matrix itself."""
+    check = [sys.executable, str(ROOT / "scripts" / "check_results_fresh.py"), "--release-gate"]
+    session.run(*check, external=True)
+    session.run(sys.executable, str(ROOT / "scripts" / "generate_compatibility.py"), "--check", external=True)
+
+
+@nox.session(python=PYTHON, venv_backend="none")
 def compat_doc(session: nox.Session) -> None:
     """Regenerate docs/compatibility.md from docs/compat-results/."""
     session.run(sys.executable, str(ROOT / "scripts" / "generate_compatibility.py"), *session.posargs, external=True)
@@ -359,10 +375,13 @@ CI_TEMPLATE_SCHEMAS = (
     ("vendor.gitlab-ci", "examples/ci/gitlab-ci.yml"),
 )
 BUILD_TOOLS = ("build==1.6.1", "twine==7.0.0")
-# What ruff checks: the library, the build files and this file.  tests/,
-# scripts/ and benchmarks/ are not checked yet.  mypy's files are set in
-# pyproject.toml ([tool.mypy] files).
+# What ruff checks and formats: the library, the build files and this file.
+# mypy's files are set in pyproject.toml ([tool.mypy] files).
 LINT_PATHS = ("fi_compat", "_fi_compat_autostart.py", "build_autostart_pth.py", "noxfile.py")
+# Checked by `ruff check` with the same rules, not formatted: the formatter
+# would rewrite most test files at once, which every open branch then
+# conflicts with.
+CHECK_ONLY_PATHS = ("tests", "scripts", "benchmarks")
 # The formatter's check fails the session (the whole library is formatted).
 # False makes it report its count instead,
 # for a tree not yet formatted (docs/ci.md).
@@ -381,14 +400,16 @@ SDIST_FILES = (
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check (reported; enforced once FORMAT_ENFORCED),
+    """ruff check (the library, tests, scripts, benchmarks), ruff format
+    --check on LINT_PATHS (reported; enforced once FORMAT_ENFORCED),
     mypy (strict, with pyproject.toml's overrides) and the CI templates
     against their schemas.  Cost: ~17 s, most of it installing the tools;
     fails naming each finding."""
-    # packaging and wrapt are the runtime dependencies: mypy reads their types.
-    # torch and flashinfer stay out (pyproject.toml: ignore_missing_imports).
-    session.install(*LINT_TOOLS, "packaging>=22", "wrapt>=2.4")
-    session.run("ruff", "check", *LINT_PATHS)
+    # packaging and wrapt are the runtime dependencies, dependency-groups and
+    # packaging>=26 (packaging.pylock) the guard's extra: mypy reads their
+    # types.  torch and flashinfer stay out (pyproject.toml: ignore_missing_imports).
+    session.install(*LINT_TOOLS, "packaging>=26", "wrapt>=2.4", "dependency-groups>=1.3")
+    session.run("ruff", "check", *LINT_PATHS, *CHECK_ONLY_PATHS)
     # concise: one line per file; `ruff format --diff PATH` shows the change
     if FORMAT_ENFORCED:
         session.run("ruff", "format", "--check", "--output-format", "concise", *LINT_PATHS)
@@ -493,6 +514,19 @@ def build(session: nox.Session) -> None:
         if printed != f"fi-compat {version}":
             session.error(f"fi-compat --version printed {printed!r}; expected 'fi-compat {version}'")
         session.log(f"fi-compat --version: {printed}")
+        # The guard is an extra (fi-compat[guard]): the base install must refuse
+        # it cleanly, exit 2 naming the extra, never a traceback.
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+        refused = subprocess.run(
+            [str(script), "guard", "--offline", "--pin", "flashinfer-python==0.6.18"],
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if refused.returncode != 2 or "pip install 'fi-compat[guard]'" not in refused.stderr:
+            session.error(f"fi-compat guard without its extra: exit {refused.returncode}, {refused.stderr!r}")
+        session.log(f"fi-compat guard without its extra: exit 2, {refused.stderr.strip()}")
         check = (
             "import importlib.util, pathlib, sys, sysconfig, fi_compat\n"
             f"assert fi_compat.__version__ == {version!r}, fi_compat.__version__\n"

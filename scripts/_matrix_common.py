@@ -138,6 +138,33 @@ def read_results(results_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def source_commit(root: Path = ROOT) -> str | None:
+    """The checkout's commit (12 hex digits), ``+changes`` appended when
+    fi_compat/ differs from it, or ``None`` outside a git checkout.  Two git
+    calls: tens of milliseconds."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=30)
+        changed = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "fi_compat"],
+                                 capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0 or not head.stdout.strip():
+        return None
+    return head.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
+
+
+def code_label(result: dict[str, Any]) -> str:
+    """Which fi_compat code a result ran, for a reader: its commit where the
+    run recorded one, else the start of its ``code`` fingerprint."""
+    if result.get("commit"):
+        return f"commit {result['commit']}"
+    code = (result.get("fingerprint") or {}).get("code")
+    return f"fingerprint {code[:12]}" if code else "no fingerprint recorded"
+
+
 def matrix_command(release: str) -> str:
     """The command that refreshes one release's CPU result."""
     return f"python3 -m nox -s \"matrix(flashinfer='{release}')\""

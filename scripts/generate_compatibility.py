@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from _matrix_common import MATRIX_RUN_FILE, RESULTS, ROOT, fingerprint, read_results, release_list
+from _matrix_common import MATRIX_RUN_FILE, RESULTS, ROOT, code_label, fingerprint, read_results, release_list
 
 OUTPUT = ROOT / "docs" / "compatibility.md"
 
@@ -59,15 +59,34 @@ def matrix_run_line(folder: Path) -> list[str]:
 
 def verdict(result: Optional[dict[str, Any]], code: str, with_device: bool = False) -> str:
     """The cell for one run; a run of other fi_compat code than ``code`` (the
-    checkout's fingerprint) says so and when it ran: it vouches for that code only."""
+    checkout's fingerprint) says which code and when it ran: it vouches for
+    that code only."""
     if result is None:
         return "not run"
     t = result["pytest"]
     counts = f"{t['passed']} passed, {t['failed'] + t['errors']} failed, {t['skipped']} skipped"
     word = "**yes**" if result["verified"] else "**no**"
     device = f" on {result['device']}" if with_device else ""
-    older = "" if (result.get("fingerprint") or {}).get("code") == code else f"; older fi_compat code, {result['date']}"
+    older = "" if ran_this_code(result, code) else f"; ran on older code, {code_label(result)}, {result['date']}"
     return f"{word}{device} ({counts}{older})"
+
+
+def ran_this_code(result: dict[str, Any], code: str) -> bool:
+    return (result.get("fingerprint") or {}).get("code") == code
+
+
+def older_code_line(cpu: dict[str, dict[str, Any]], code: str) -> list[str]:
+    """Which CPU results ran other code than this checkout's: CI runs the
+    representative releases on every change, and a release re-runs them all
+    (scripts/check_results_fresh.py --release-gate)."""
+    older = [release for release, r in sorted(cpu.items(), key=lambda kv: version_key(kv[0]))
+             if not ran_this_code(r, code)]
+    if not older:
+        return ["All CPU results ran this code.", ""]
+    return [f"**{len(older)} of {len(cpu)} CPU results ran on older code** than this checkout's ({', '.join(older)}; "
+            "each cell names the code it ran): CI runs the representative releases "
+            "(`fi_compat.release_list.CI_RELEASES`) on every change, and a release re-runs the whole matrix "
+            "(`python3 scripts/check_results_fresh.py --release-gate` fails until then).", ""]
 
 
 def bytes_cell(growth: Optional[dict[str, Any]], site: str) -> str:
@@ -195,8 +214,12 @@ def render(results_dir: Path) -> str:
         "values). *builder*: `_build_mla_decode_tuning_config` called directly (every autotuned path, e.g.",
         "`backend=\"auto\"` on SM100). *decode*: `trtllm_batch_decode_with_kv_cache_mla` called as TensorRT-LLM",
         "calls it (`backend=\"trtllm-gen\"`), launch stubbed. GPU columns come from the GPU run where there is one.",
+        "A run of other fi_compat code than this checkout's says so in its cell (\"ran on older code\", with its",
+        "commit, or the start of its code fingerprint where the run recorded no commit, and its date).",
         "",
-        "| release | caches fi_compat bounds | CPU verified | growth CPU, builder | growth CPU, decode | GPU verified | growth GPU, builder | growth GPU, decode |",
+        *older_code_line(cpu, code),
+        "| release | caches fi_compat bounds | CPU verified | growth CPU, builder | growth CPU, decode "
+        "| GPU verified | growth GPU, builder | growth GPU, decode |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for release in releases:

@@ -10,7 +10,7 @@ skipped; GPU: no shim, ``gpu`` tests included), then
     {"schema": 2, "platform": "cpu"|"gpu", "release": "0.6.18",
      "bounded": ["tuning-config", "builder", ...], "device": "...", "python": "3.11.7",
      "torch": "2.13.0+cpu", "command": "...", "date": "2026-12-02",
-     "fingerprint": {"code": "<sha256>", "suite": "<sha256>"},
+     "fingerprint": {"code": "<sha256>", "suite": "<sha256>"}, "commit": "74bf0ef0a1b2",
      "seconds": {"pytest": 81.2, "growth": 30.5},
      "pytest": {"exit_status": 0, "tests": 40, "passed": 38, "failed": 0,
                 "errors": 0, "skipped": 2, "skip_reasons": {"needs SM100/SM103": 2}},
@@ -44,7 +44,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _matrix_common import ROOT, fingerprint, write_result
+from _matrix_common import ROOT, fingerprint, source_commit, write_result
 
 SCHEMA = 2  # 2: fingerprint and seconds
 
@@ -208,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.date.today().isoformat(),
         # the package that ran (an installed copy or the checkout, editable)
         "fingerprint": fingerprint(Path(fi_compat.__file__).parent),
+        # for a reader of docs/compatibility.md; the fingerprint decides freshness
+        "commit": source_commit(),
         "seconds": seconds,
         "pytest": tests,
         "growth": growth,

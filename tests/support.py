@@ -14,6 +14,7 @@ import contextlib
 import os
 import re
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 from packaging.version import Version
@@ -92,7 +93,7 @@ def launch_signature(launch: Any) -> tuple:
     return tuple(out)
 
 
-def site_without_flashinfer(tmp_path: "Path") -> "Path":
+def site_without_flashinfer(tmp_path: Path) -> Path:
     """A site directory with every package of this environment except
     flashinfer (symlinks), for running fi_compat as if flashinfer were absent
     (``python -S`` with it on ``PYTHONPATH``).  Every site-packages directory

@@ -175,8 +175,8 @@ def test_footprint_counts_what_two_caches_share_once():
     shared = [list(range(100)) for _ in range(20)]
     builder, configs = BoundedCache("builder", 64), BoundedCache("tuning-config", 64)
     for number, value in enumerate(shared):
-        builder.get_or_compute(("b", number), lambda *a: value)
-        configs.get_or_compute(("c", number), lambda *a: value)
+        builder.get_or_compute(("b", number), lambda *a, value=value: value)
+        configs.get_or_compute(("c", number), lambda *a, value=value: value)
     alone = footprint([builder]), footprint([configs])
     together = footprint([builder, configs])
     # what the two hold in common (the values) is counted once: the difference is one copy of them

@@ -225,7 +225,7 @@ DRIFT_CASES = [pytest.param(row, case, id=f"{row}/{case}") for row in DRIFTS for
 def behaviour(fake) -> object:
     """What the fake flashinfer answers through its builder (which calls the config)."""
     try:
-        return getattr(fake.core._build_mla_decode_tuning_config(**BUILDER_ARGS), "key")
+        return fake.core._build_mla_decode_tuning_config(**BUILDER_ARGS).key
     except Exception as exc:  # noqa: BLE001 - what that drifted flashinfer itself does
         return repr(exc)
 
@@ -411,7 +411,7 @@ def test_a_failure_at_any_step_leaves_nothing_half_installed(where, tmp_path, mo
         for failing in failing_points:
             calls = []
 
-            def counting_setattr(owner, attribute, value):
+            def counting_setattr(owner, attribute, value, calls=calls, failing=failing):
                 calls.append(attribute)
                 if len(calls) == failing:
                     raise RuntimeError(f"simulated failure replacing {attribute}")

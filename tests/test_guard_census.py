@@ -185,8 +185,8 @@ def test_bounding_only_the_tuning_config_passes_06151_and_fails_0616(long_runs):
     # cute-dsl tactic again (sizing it with that batch's length) whenever fi_compat's nearest-profile
     # memo, far smaller than the upstream bound, has evicted the config's profile.  Unbounded, the sizer
     # gains at least an entry per length.
-    assert {(l["layout"], l["backend"]) for l in leak["layouts"]} == CUTE_DSL_LAYOUTS
-    assert all(l["gained"] >= l["lengths"] for l in leak["layouts"])
+    assert {(row["layout"], row["backend"]) for row in leak["layouts"]} == CUTE_DSL_LAYOUTS
+    assert all(row["gained"] >= row["lengths"] for row in leak["layouts"])
     assert specs.CUTE_DSL_SPLIT_KV.qualname in after["reason"] and "max_seq_len" in after["reason"]
     table = as_table([Result(**before), Result(**after)], data["notes"])
     assert f"{specs.CUTE_DSL_SPLIT_KV.qualname}({', '.join(leak['key'])})" in table
@@ -206,7 +206,8 @@ def test_bounding_the_sizer_too_makes_0616_flat(long_runs):
     (result,) = data["results"]
     assert (status, result["verdict"], result["census"]["verdict"], result["census"]["leaks"]) == \
         (0, "verified", "flat", [])
-    assert {row["name"] for row in result["census"]["fi_compat"]["bounds"]} == {"tuning-config", "builder", "nearest-profile", "split-kv"}
+    assert {row["name"] for row in result["census"]["fi_compat"]["bounds"]} == {
+        "tuning-config", "builder", "nearest-profile", "split-kv"}
 
 
 @long_run("config-unbounded")
@@ -220,7 +221,7 @@ def test_an_unbounded_tuning_config_is_named_with_its_key(long_runs):
     assert leak["function"] == specs.TUNING_CONFIG.qualname and leak["row"] == "tuning-config"
     assert [name.split("=")[0] for name in leak["key"]] == list(specs.TUNING_CONFIG.at("0.6.18").names)
     assert "profile_seq_len" in leak["key"]
-    assert {(l["layout"], l["backend"]) for l in leak["layouts"]} >= CUTE_DSL_LAYOUTS
+    assert {(row["layout"], row["backend"]) for row in leak["layouts"]} >= CUTE_DSL_LAYOUTS
 
 
 @long_run("default")
@@ -246,13 +247,13 @@ def test_default_fi_compat_is_flat_offline_from_find_links_and_leaves_the_enviro
 
 
 def test_missing_torch_and_dependencies_is_exit_2_before_anything_is_installed(real_wheel, wheel_cache, tmp_path):
-    """An interpreter with fi_compat and nothing else (a bare CI runner): the census
-    says what it needs and installs nothing."""
+    """An interpreter with fi_compat[guard] and nothing else (a bare CI runner): the
+    census says what it needs and installs nothing."""
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    needed = tmp_path / "needed"  # what fi_compat itself imports, nothing of flashinfer's or torch
+    needed = tmp_path / "needed"  # what fi_compat and its guard extra import, nothing of flashinfer's or torch
     needed.mkdir()
-    for package in ("packaging", "wrapt"):
+    for package in ("packaging", "wrapt", "dependency_groups") + (("tomli",) if sys.version_info < (3, 11) else ()):
         module = __import__(package)
         os.symlink(os.path.dirname(module.__file__), needed / package)
     scratch = tmp_path / "tmp"

@@ -5,6 +5,7 @@ flashinfer-python wheels of the guard's wheel cache."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from fi_compat.commands.guard.errors import RequirementsError
 from fi_compat.commands.guard.fetch import file_sha256
 from fi_compat.commands.guard.pins import (LOCAL_WHEEL, REMOTE_WHEEL, SPECIFIER, UNCHECKABLE, detect_format, groups,
                                            read_pins)
-from fi_compat.commands.guard.pins.toml_file import TomlUnavailable
+from fi_compat.commands.guard.extra import GuardExtraMissing
 from test_guard_wheels import run_guard, run_json
 
 DATA = Path(__file__).resolve().parent / "data" / "guard"
@@ -116,14 +117,16 @@ def test_dependency_groups_with_include_group(real_wheel, wheel_cache, capsys):
 
 
 @pytest.mark.parametrize("groups_toml, message", [
-    ('a = [{include-group = "missing"}]', "includes 'missing', which is not defined"),
-    ('a = [{include-group = "b"}]\nb = [{include-group = "a"}]', "include cycle: a -> b -> a"),
-    ('a = [{include = "b"}]', "is neither a requirement string nor {include-group"),
+    ('a = [{include-group = "missing"}]', "[dependency-groups] a: Dependency group 'missing' not found"),
+    ('a = [{include-group = "b"}]\nb = [{include-group = "a"}]',
+     "[dependency-groups] a: Cyclic dependency group include while resolving a"),
+    ('a = [{include = "b"}]', "[dependency-groups] a: Invalid dependency group item: {'include': 'b'}"),
+    ('a = ["flashinfer-python>=0.6.18"]\nA = []', "[dependency-groups]: Duplicate dependency group names: a (a, A)"),
 ])
 def test_dependency_group_errors(tmp_path, groups_toml, message):
     path = tmp_path / "pyproject.toml"
     path.write_text(f"[dependency-groups]\n{groups_toml}\n")
-    with pytest.raises(RequirementsError, match=message.replace("{", r"\{").replace("[", r"\[")):
+    with pytest.raises(RequirementsError, match=re.escape(message)):
         read_pins(path)
 
 
@@ -243,10 +246,12 @@ def test_pip_lock_of_a_local_wheel_records_an_absolute_file_url():
      UNCHECKABLE, "editable install"),
     ("poetry.lock", '[[package]]\nname = "flashinfer-python"\nversion = "0.7.4"\n\n[package.source]\n'
                     'type = "git"\nurl = "https://github.com/flashinfer-ai/flashinfer.git"\n', UNCHECKABLE, "names a commit"),
-    ("pylock.toml", 'lock-version = "1.0"\n[[packages]]\nname = "flashinfer-python"\n[packages.vcs]\ntype = "git"\n'
+    ("pylock.toml", 'lock-version = "1.0"\ncreated-by = "pip"\n[[packages]]\nname = "flashinfer-python"\n'
+                    '[packages.vcs]\ntype = "git"\n'
                     'url = "https://github.com/flashinfer-ai/flashinfer.git"\ncommit-id = "abc"\n', UNCHECKABLE,
      "names a commit"),
-    ("pylock.toml", 'lock-version = "1.0"\n[[packages]]\nname = "flashinfer-python"\n[packages.directory]\n'
+    ("pylock.toml", 'lock-version = "1.0"\ncreated-by = "pip"\n[[packages]]\nname = "flashinfer-python"\n'
+                    '[packages.directory]\n'
                     'path = "flashinfer"\neditable = true\n', UNCHECKABLE, "editable install"),
 ])
 def test_lock_sources_that_cannot_be_checked(tmp_path, lock, text, expected_kind, words):
@@ -254,30 +259,44 @@ def test_lock_sources_that_cannot_be_checked(tmp_path, lock, text, expected_kind
     source cannot be locked here: the machine cannot reach GitHub)."""
     (tmp_path / lock).write_text(text)
     (found,) = read_pins(tmp_path / lock).found
-    assert found.kind == expected_kind and words in found.reason and found.line == 2 + (lock == "pylock.toml")
+    assert found.kind == expected_kind and words in found.reason and found.line == 2 + 2 * (lock == "pylock.toml")
 
 
 def test_two_lock_entries_are_checked_apart(tmp_path):
     text = (DATA / "pip-lock" / "pylock.toml").read_text()
     second = ('\n[[packages]]\nname = "flashinfer-python"\nversion = "0.7.4"\nmarker = "python_version >= \'3.12\'"\n'
-              '[[packages.wheels]]\nname = "flashinfer_python-0.7.4-py3-none-any.whl"\nurl = "https://x.invalid/a.whl"\n')
+              '[[packages.wheels]]\nname = "flashinfer_python-0.7.4-py3-none-any.whl"\nurl = "https://x.invalid/a.whl"\n'
+              'hashes = {sha256 = "00"}\n')
     (tmp_path / "pylock.toml").write_text(text + second)
     checks = groups(read_pins(tmp_path / "pylock.toml").found)
     assert [str(s) for s, _ in checks] == ["==0.6.18", "==0.7.4"]  # never intersected into nothing
 
 
-# --------------------------------------------------------------------------- TOML on Python 3.10
-
-
-def test_without_a_toml_parser_toml_inputs_are_refused_clearly(monkeypatch, tmp_path, capsys):
-    monkeypatch.setitem(sys.modules, "tomllib", None)  # what Python 3.10 without tomli looks like
-    monkeypatch.setitem(sys.modules, "tomli", None)
-    path = DATA / "sglang-style" / "pyproject.toml"
-    with pytest.raises(TomlUnavailable, match=r"needs Python 3\.11 or later \(tomllib\) or the tomli package"):
+def test_a_lock_packaging_refuses_is_an_error_naming_why(tmp_path, capsys):
+    """packaging.pylock validates the whole lock: PEP 751 requires created-by."""
+    path = tmp_path / "pylock.toml"
+    path.write_text('lock-version = "1.0"\n[[packages]]\nname = "flashinfer-python"\nversion = "0.6.18"\n')
+    with pytest.raises(RequirementsError, match="not a valid PEP 751 lock file: .*created-by"):
         read_pins(path)
-    status, text = run_guard(str(path), "--offline", capsys=capsys)
-    assert status == 2 and "pip install tomli" in text
-    assert summary(DATA / "requirements" / "requirements.txt")[0][2] == "==0.6.18"  # no TOML needed
+    status, data = run_json(str(path), "--offline", capsys=capsys)
+    assert status == 2 and "not a valid PEP 751 lock file" in data["results"][0]["reason"]
+
+
+# --------------------------------------------------------------------------- the guard's extra
+
+
+@pytest.mark.parametrize("module", ["tomllib" if sys.version_info >= (3, 11) else "tomli", "packaging.pylock",
+                                    "dependency_groups"])
+def test_without_the_guard_extra_the_guard_refuses_naming_it(monkeypatch, tmp_path, module, capsys):
+    monkeypatch.setitem(sys.modules, module, None)  # what an install without fi-compat[guard] looks like
+    status, text = run_guard("--pin", "flashinfer-python==0.6.18", "--offline", "--cache-dir", str(tmp_path),
+                             capsys=capsys)
+    assert status == 2
+    assert "pip install 'fi-compat[guard]'" in text and module in text and "Traceback" not in text
+    needs_it = {"packaging.pylock": DATA / "pip-lock" / "pylock.toml",
+                "dependency_groups": DATA / "dependency-groups" / "pyproject.toml"}
+    with pytest.raises(GuardExtraMissing, match=r"fi-compat\[guard\]"):
+        read_pins(needs_it.get(module, DATA / "sglang-style" / "pyproject.toml"))
 
 
 def _python310_with_fi_compat_deps():
@@ -292,18 +311,17 @@ def _python310_with_fi_compat_deps():
 
 @pytest.mark.skipif(_python310_with_fi_compat_deps() is None, reason="no python3.10 with fi_compat's dependencies")
 def test_on_a_real_python_310(tmp_path):
-    """The same refusal from a real 3.10 interpreter (or, with tomli installed,
-    a successful read); a requirement file works there either way."""
+    """A real 3.10 interpreter (no tomllib): with the guard's extra (tomli
+    among it) the guard reads TOML; without it, it refuses naming the extra."""
     python = _python310_with_fi_compat_deps()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    has_tomli = subprocess.run([python, "-c", "import tomli"], capture_output=True).returncode == 0
-    done = subprocess.run([python, "-m", "fi_compat", "guard", "--offline", "--cache-dir", str(tmp_path),
-                           str(DATA / "sglang-style" / "pyproject.toml")], capture_output=True, text=True, env=env)
-    if has_tomli:
-        assert "no wheel in the cache" in done.stdout  # read with tomli, then the (empty) cache misses
-    else:
-        assert "reading TOML needs Python 3.11" in done.stdout
-    assert done.returncode == 2
-    done = subprocess.run([python, "-m", "fi_compat", "guard", "--offline", "--cache-dir", str(tmp_path),
-                           str(DATA / "requirements" / "requirements-utf16.txt")], capture_output=True, text=True, env=env)
-    assert done.returncode == 2 and "no wheel in the cache" in done.stdout
+    has_extra = subprocess.run([python, "-c", "import tomli, dependency_groups, packaging.pylock"],
+                               capture_output=True).returncode == 0
+    for path in (DATA / "sglang-style" / "pyproject.toml", DATA / "requirements" / "requirements-utf16.txt"):
+        done = subprocess.run([python, "-m", "fi_compat", "guard", "--offline", "--cache-dir", str(tmp_path),
+                               str(path)], capture_output=True, text=True, env=env)
+        if has_extra:
+            assert "no wheel in the cache" in done.stdout  # read, then the (empty) cache misses
+        else:
+            assert "pip install 'fi-compat[guard]'" in done.stderr
+        assert done.returncode == 2

@@ -34,7 +34,8 @@ def test_import_fi_compat_and_every_command_parser_import_neither_torch_nor_flas
 def test_install_before_flashinfer_import_stays_light():
     # install() with flashinfer not yet imported registers a post-import hook
     # and must not import it itself.
-    code = "import sys, fi_compat; s = fi_compat.install(); print(s['state'], 'flashinfer' in sys.modules, 'torch' in sys.modules)"
+    code = ("import sys, fi_compat; s = fi_compat.install(); "
+            "print(s['state'], 'flashinfer' in sys.modules, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert out.stdout.split() == ["pending", "False", "False"]
 
@@ -63,7 +64,8 @@ MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
 
 def _layer_diagram():
     """scripts/layer_diagram.py: the one reader of fi_compat's import graph."""
-    spec = importlib.util.spec_from_file_location("layer_diagram", Path(__file__).resolve().parents[1] / "scripts" / "layer_diagram.py")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "layer_diagram.py"
+    spec = importlib.util.spec_from_file_location("layer_diagram", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

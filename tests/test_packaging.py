@@ -53,3 +53,18 @@ def test_installed_metadata_requires_neither_torch_nor_flashinfer():
         skip_or_fail("fi-compat is not installed in this environment (pip install -e . or the wheel)")
     names = {r.name for r in runtime_requirements(requires)}
     assert names == {"packaging", "wrapt"}
+
+
+def test_the_guard_extra_is_what_the_guard_imports_and_what_the_hook_installs():
+    """fi-compat[guard] holds the guard's three libraries (fi_compat/commands/guard/extra.py),
+    and the pre-commit hook, which pre-commit installs without extras, lists the same."""
+    if tomllib is None:
+        skip_or_fail("reading pyproject.toml needs Python 3.11 (tomllib) or tomli")
+    import yaml
+
+    guard = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["guard"]
+    assert {Requirement(r).name for r in guard} == {"packaging", "dependency-groups", "tomli"}
+    packaging = next(Requirement(r) for r in guard if Requirement(r).name == "packaging")
+    assert "26.0" in packaging.specifier and "25.0" not in packaging.specifier  # packaging.pylock is 26.0's
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["additional_dependencies"] == guard

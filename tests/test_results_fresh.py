@@ -167,7 +167,26 @@ def test_findings_name_each_kind_of_problem(load):
     assert problems["not verified (the committed run failed)"] == ["0.6.18"]
 
 
-def test_check_passes_on_fresh_results_and_names_stale_ones(load, tmp_path, capsys):
+def test_outside_the_release_gate_older_code_is_a_note_and_the_rest_still_fails(load):
+    check = load("check_results_fresh")
+    matrix = ("0.6.13", "0.6.15", "0.6.18", "0.7.4")
+    current = {"code": "c", "suite": "s"}
+    results = {"0.6.13": result("0.6.13", "c"), "0.6.15": result("0.6.15", "old"),
+               "0.6.18": result("0.6.18", "old", verified=False), "0.7.2": result("0.7.2", "c"),
+               "0.7.4": {"release": "0.7.4", "verified": True}}
+    problems, notes = check.findings(results, matrix, current, stale_fails=False)
+    assert problems == {
+        "not in MATRIX_RELEASES (delete the file or add the release back)": ["0.7.2"],
+        "not verified (the committed run failed)": ["0.6.18"],  # a committed failure fails on any code
+    }
+    assert notes == {"stale (ran older fi_compat code)": ["0.6.15", "0.6.18"],
+                     "stale (no fingerprint recorded)": ["0.7.4"]}
+    del results["0.6.13"]
+    problems, _ = check.findings(results, matrix, current, stale_fails=False)
+    assert problems["missing (no result)"] == ["0.6.13"]
+
+
+def test_check_notes_stale_results_and_the_release_gate_fails_on_them(load, tmp_path, capsys):
     check = load("check_results_fresh")
     common = load("_matrix_common")
     fresh = common.fingerprint()
@@ -176,11 +195,17 @@ def test_check_passes_on_fresh_results_and_names_stale_ones(load, tmp_path, caps
         common.write_result(folder, {**result(release, fresh["code"], fresh["suite"])})
     (folder / common.MATRIX_RUN_FILE).write_text("{}")  # not a result: ignored
     assert check.main(["--results", str(tmp_path)]) == 0
+    assert check.main(["--results", str(tmp_path), "--release-gate"]) == 0
+    assert "match the code" in capsys.readouterr().out
 
     stale = ["0.6.16", "0.7.0"]
     for release in stale:
-        common.write_result(folder, result(release, "0" * 64, fresh["suite"]))
-    assert check.main(["--results", str(tmp_path)]) == 1
+        common.write_result(folder, {**result(release, "0" * 64, fresh["suite"]), "commit": "74bf0ef0a1b2"})
+    assert check.main(["--results", str(tmp_path)]) == 0  # every change: a note
+    out = capsys.readouterr().out
+    assert "stale (ran older fi_compat code): 0.6.16 (commit 74bf0ef0a1b2), 0.7.0 (commit 74bf0ef0a1b2)" in out
+    assert "docs/compatibility.md marks these 2 as run on older code" in out
+    assert check.main(["--results", str(tmp_path), "--release-gate"]) == 1  # a release: a failure
     err = capsys.readouterr().err
     assert "stale (ran older fi_compat code): 0.6.16, 0.7.0" in err
     assert "python3 scripts/run_cpu_matrix.py --jobs 2 --releases 0.6.16 0.7.0" in err
@@ -192,6 +217,30 @@ def test_check_passes_on_fresh_results_and_names_stale_ones(load, tmp_path, caps
     (folder / "0.7.0.json").write_text("not json")
     assert check.main(["--results", str(tmp_path)]) == 2
     assert "0.7.0.json is not a matrix result" in capsys.readouterr().err
+
+
+def test_the_generator_marks_results_of_older_code_with_the_code_they_ran(load, tmp_path):
+    common = load("_matrix_common")
+    fresh = common.fingerprint()
+    base = {"verified": True, "device": "CPU x", "python": "3.11.7", "torch": "2.13.0+cpu", "date": "2026-12-03",
+            "command": "c", "growth": None,
+            "pytest": {"tests": 1, "passed": 1, "failed": 0, "errors": 0, "skipped": 0}}
+    for release in MATRIX_RELEASES:
+        common.write_result(tmp_path / "cpu", {**base, "release": release, "fingerprint": fresh})
+    generate = load("generate_compatibility")
+    text = generate.render(tmp_path)
+    assert "All CPU results ran this code." in text and "ran on older code" not in text.split("## Runs")[0].split(
+        "commit, or the start")[1]
+    common.write_result(tmp_path / "cpu", {**base, "release": "0.6.16", "commit": "74bf0ef0a1b2",
+                                           "fingerprint": {"code": "a" * 64, "suite": fresh["suite"]}})
+    common.write_result(tmp_path / "cpu", {**base, "release": "0.7.0",
+                                           "fingerprint": {"code": "b" * 64, "suite": fresh["suite"]}})
+    text = generate.render(tmp_path)
+    row = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| 0.")}
+    assert "1 passed, 0 failed, 0 skipped; ran on older code, commit 74bf0ef0a1b2, 2026-12-03" in row["| 0.6.16"]
+    assert "ran on older code, fingerprint bbbbbbbbbbbb, 2026-12-03" in row["| 0.7.0"]
+    assert "ran on older code" not in row["| 0.6.18"]
+    assert f"**2 of {len(MATRIX_RELEASES)} CPU results ran on older code** than this checkout's (0.6.16, 0.7.0;" in text
 
 
 def test_the_writer_fingerprints_the_package_that_ran(load):
@@ -228,7 +277,8 @@ def test_ci_spells_no_release_number():
     """The set lives in fi_compat/release_list.py only."""
     text = (ROOT / ".ci" / "run").read_text()
     assert not [r for r in MATRIX_RELEASES if r in text]
-    assert "--ci" in text and "check_results_fresh.py" in text
+    assert "--ci" in text and "check_results_fresh.py" in text and "--release-gate" not in text
+    assert '"check_results_fresh.py"), "--release-gate"]' in (ROOT / "noxfile.py").read_text()  # nox -s release_gate
 
 
 def test_longest_previous_run_goes_first(load, tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 VARIANTS = ("unpatched", "fi_compat")
+LABEL = 42  # the width of the table's first column
 
 
 def _format_bytes(value: Optional[float]) -> str:
@@ -45,12 +46,28 @@ def _second_half_growth(result: dict[str, Any]) -> str:
     return _format_bytes(grown / max(1, result["second_half_new_lengths"]))
 
 
+def short_path(where: str) -> str:
+    """``file:line`` as a reader finds it: from the package on (after the last
+    ``site-packages/``), else relative to the working directory, else as is."""
+    import os
+
+    for marker in ("site-packages/", "dist-packages/"):
+        index = where.rfind(marker)
+        if index >= 0:
+            return where[index + len(marker) :]
+    if os.path.isabs(where):
+        relative = os.path.relpath(where)
+        return where if relative.startswith("..") else relative
+    return where
+
+
 def memo_rows(result: Optional[dict[str, Any]]) -> list[str]:
-    """One line per fi_compat memo that was looked up: entries / bound, its
-    approximate size, and the second half's misses (the steady state; the first
-    half includes every first sight of a key) per lookup and per decode call: a
-    memo reached only on another memo's miss (the tuning-config memo behind the
-    builder memo) sees few lookups, nearly all new, and its cost is per call."""
+    """One line per fi_compat memo that was looked up, each saying what its
+    figures are: entries of the bound, its approximate size, and the second
+    half's misses (the steady state; the first half includes every first sight
+    of a key) per lookup and per decode call: a memo reached only on another
+    memo's miss (the tuning-config memo behind the builder memo) sees few
+    lookups, nearly all new, and its cost is per call."""
     if not result or not result.get("fi_compat_caches"):
         return []
     half = result.get("half_fi_compat_caches") or {}
@@ -63,22 +80,28 @@ def memo_rows(result: Optional[dict[str, Any]]) -> list[str]:
         before = half.get(name, {"hits": 0, "misses": 0})
         late_misses = stats["misses"] - before["misses"]
         late = late_misses + stats["hits"] - before["hits"]
-        rate = f"{100 * late_misses / late:.1f} %" if late else "n/a"
-        per_call = f"{100 * late_misses / calls:.2f} %" if calls else "n/a"
+        looked_up = (
+            f"{late_misses:,} misses in {late:,} lookups ({100 * late_misses / late:.1f} %)" if late else "no lookups"
+        )
+        per_call = f"misses on {100 * late_misses / calls:.2f} % of {calls:,} decode calls" if calls else "no calls"
         total_bytes += stats.get("approx_bytes") or 0
         rows.append(
-            f"{name}: {stats['currsize']:,} / {stats['maxsize']:,} entries, "
-            f"{_format_bytes(stats.get('approx_bytes'))}, {rate} of {late:,} lookups, {per_call} of calls"
+            f"memo {name}: {stats['currsize']:,} entries (bound {stats['maxsize']:,}), "
+            f"about {_format_bytes(stats.get('approx_bytes'))}; second half: {looked_up}, {per_call}"
         )
     if not rows:
         return []
     together = result.get("fi_compat_memo_bytes")
     if together is None:  # a result without the measured total: the sum, shared objects in each memo
-        return rows + [f"all memos: {_format_bytes(total_bytes)} (sum of the estimates above)"]
-    return rows + [f"all memos: {_format_bytes(together)} (keys and values, objects they share counted once)"]
+        return rows + [f"all fi_compat memos: {_format_bytes(total_bytes)} (sum of the estimates above)"]
+    return rows + [f"all fi_compat memos: {_format_bytes(together)} (keys and values, shared objects counted once)"]
 
 
 def report_text(timed: dict[str, dict[str, Any]], traced: dict[str, dict[str, Any]], options: dict[str, Any]) -> str:
+    """The soak's report.  Each row of the table names its figure and how it
+    was measured, so a line read alone (quoted in an issue, grepped from a
+    log) still says what it is; the columns are the unpatched and fi_compat
+    passes; paths start at the package (:func:`short_path`)."""
     low, high = options["batch_range"]
     lines = [
         f"fi-compat soak: flashinfer {next(iter(timed.values()))['flashinfer']}, layout {options['layout']}, backend "
@@ -88,70 +111,70 @@ def report_text(timed: dict[str, dict[str, Any]], traced: dict[str, dict[str, An
         f"cache size {options['cache_size']}"
         + (f", call API (policy {options['policy']})" if options["call_api"] else ""),
         "",
-        f"{'':34}" + "".join(f"{variant:>20}" for variant in timed),
+        f"{'':{LABEL}}" + "".join(f"{variant:>20}" for variant in timed),
     ]
 
     def row(label: str, values: list[str]) -> None:
-        lines.append(f"{label:34}" + "".join(f"{v:>20}" for v in values))
+        lines.append(f"{label:{LABEL}}" + "".join(f"{v:>20}" for v in values))
 
     results = list(timed.values())
-    row("batches (distinct lengths)", [f"{r['steps']:,} ({r['distinct_max_seq_len']:,})" for r in results])
-    lines.append("host time per call (timed pass, no tracing):")
+    row("batches (distinct max_seq_len)", [f"{r['steps']:,} ({r['distinct_max_seq_len']:,})" for r in results])
     row(
-        "  median / p99, wall clock",
+        "time/call, median / p99 (wall, untraced)",
         [f"{r['time_per_call_us']['median']:.0f} / {r['time_per_call_us']['p99']:.0f} us" for r in results],
     )
-    row("  mean, wall clock", [f"{r['time_per_call_us']['mean']:.0f} us" for r in results])
+    row("time/call, mean (wall, untraced)", [f"{r['time_per_call_us']['mean']:.0f} us" for r in results])
     row(
-        "  median / mean, thread CPU time",
+        "time/call, median / mean (thread CPU)",
         [f"{r['time_per_call_us']['cpu_median']:.0f} / {r['time_per_call_us']['cpu_mean']:.0f} us" for r in results],
     )
     window = results[0]["time_per_call_us"]["window"]
     row(
-        f"  last-{window:,} / first-{window:,} (CPU)",
+        f"CPU time/call, last / first {window:,} calls",
         [f"{r['time_per_call_us']['last_cpu_mean'] / r['time_per_call_us']['first_cpu_mean']:.2f}" for r in results],
     )
-    lines.append("host memory:")
     if traced:
-        row("  tracemalloc growth (traced pass)", [_format_bytes(traced[v]["tracemalloc_growth_bytes"]) for v in timed])
         row(
-            "  growth / distinct length",
+            "tracemalloc growth, whole run (traced)",
+            [_format_bytes(traced[v]["tracemalloc_growth_bytes"]) for v in timed],
+        )
+        row(
+            "tracemalloc growth / distinct length",
             [
                 _format_bytes(traced[v]["tracemalloc_growth_bytes"] / max(1, traced[v]["distinct_max_seq_len"]))
                 for v in timed
             ],
         )
-        row("  second half / new distinct length", [_second_half_growth(traced[v]) for v in timed])
-    row("  RSS growth (timed pass)", [_format_bytes(r["rss_growth_bytes"]) for r in results])
-    lines.append("census after the batches:")
-    row("  flashinfer unbounded cache entries", [str(_unbounded_flashinfer_entries(r)) for r in results])
+        row("tracemalloc growth / new length, 2nd half", [_second_half_growth(traced[v]) for v in timed])
+    row("RSS growth, whole run (untraced)", [_format_bytes(r["rss_growth_bytes"]) for r in results])
+    row("flashinfer unbounded cache entries, end", [str(_unbounded_flashinfer_entries(r)) for r in results])
     row(
-        "  fi_compat cache entries",
+        "fi_compat cache entries, end",
         [
             "-" if not r["fi_compat_caches"] else str(sum(c["currsize"] for c in r["fi_compat_caches"].values()))
             for r in results
         ],
     )
-    memos = memo_rows(timed.get("fi_compat"))
-    if memos:
-        lines.append(
-            "fi_compat memos (entries, approx. size; second half: misses per lookup, and misses per decode call,"
-            " which counts a memo behind another memo by what reaches it):"
-        )
-        lines.extend(f"  {line}" for line in memos)
+    lines.extend(memo_rows(timed.get("fi_compat")))
     for variant, result in traced.items():
         sites = result.get("memory_sites")
-        if sites is not None:  # fi_compat.memory_census: grows per distinct length and nothing bounds it
-            lines.append(f"census by memory, {variant}:" + ("" if sites else " nothing grows per distinct length"))
-            lines.extend(
-                f"  {site['where']}: {site['what']}, {site['bytes_per_length']:.0f} B per length" for site in sites[:8]
-            )
+        if sites is None:
+            continue
+        # fi_compat.memory_census: what grows per distinct length and nothing bounds
+        if not sites:
+            lines.append(f"grows per distinct length, {variant} (census by memory): nothing")
+        lines.extend(
+            f"grows per distinct length, {variant} (census by memory): {short_path(site['where'])}: {site['what']}, "
+            f"{site['bytes_per_length']:.0f} B per length"
+            for site in sites[:8]
+        )
     for variant, result in timed.items():
         growth = census_growth(result)
-        lines.append(f"caches that grew, {variant}:" + ("" if growth else " none"))
-        lines.extend(f"  {line}" for line in growth[:8])
+        if not growth:
+            lines.append(f"cache that grew, {variant}: none")
+        lines.extend(f"cache that grew, {variant}: {line}" for line in growth[:8])
         if len(growth) > 8:
-            lines.append(f"  ... and {len(growth) - 8} more")
+            lines.append(f"cache that grew, {variant}: ... and {len(growth) - 8} more")
     if set(timed) == set(VARIANTS) and timed["unpatched"]["steps"] != timed["fi_compat"]["steps"]:
         base = timed["unpatched"]
         lines.append(
@@ -191,4 +214,4 @@ def plot(
     figure.savefig(path, dpi=120)
 
 
-__all__ = ["VARIANTS", "census_growth", "memo_rows", "plot", "report_text"]
+__all__ = ["VARIANTS", "census_growth", "memo_rows", "plot", "report_text", "short_path"]

@@ -259,4 +259,5 @@ class Driver:
             self.call(batch, max_seq_len)
 
 
-__all__ = ["Driver", "clear_flashinfer_caches", "flashinfer_caches", "MODES", "NEEDS", "PAGE_SIZE", "combinations", "context_for", "schedule", "sweep"]
+__all__ = ["Driver", "clear_flashinfer_caches", "flashinfer_caches", "MODES", "NEEDS", "PAGE_SIZE", "combinations",
+           "context_for", "schedule", "sweep"]

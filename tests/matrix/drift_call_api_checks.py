@@ -128,7 +128,8 @@ def _decode_round(fi_compat: Any, core: Any, host: Any, torch: Any, start: int) 
     for index, (name, (call, given)) in enumerate(_decode_forms(torch, accepts_counter).items()):
         length = start + index
         given = {**given, "max_seq_len": length}
-        outcome = observe(lambda: call(fi_compat.mla_decode, length), target, DECODE, given, host.recorder)
+        outcome = observe(lambda call=call, length=length: call(fi_compat.mla_decode, length),
+                          target, DECODE, given, host.recorder)
         if outcome.get("ok") and outcome["launch"] is not None:
             expected = [length, given.get("bmm1_scale", 1.0), given.get("bmm2_scale", 1.0)]
             if outcome["launch"] != expected:

@@ -93,7 +93,7 @@ def census_report(combos: Optional[list[list[str]]] = None, lengths: int = 64,
         "version": flashinfer.__version__,
         "verdicts": {row["name"]: row["verdict"] for row in state["bounds"]},
         "leaks": [{"function": leak.function, "describe": leak.describe(), "row": leak.row,
-                   "modes": sorted({(l["layout"], l["backend"], l.get("mode", "q1")) for l in leak.layouts})}
+                   "modes": sorted({(row["layout"], row["backend"], row.get("mode", "q1")) for row in leak.layouts})}
                   for leak in leaks],
         "functools_grown": {f"{r['layout']}/{r['backend']}/{r['mode']}": [
             e["qualname"] for e in r["grown"] if e["owner"] == "flashinfer" and e["gained"][1]] for r in results},

@@ -80,7 +80,7 @@ def recorded(fi_cpu_host, decode_function, flashinfer_cache_reset) -> ArgumentRe
             driver = decode_driver.Driver(torch, decode_function, layout, backend, mode, context=8192)
             # a path this release or device refuses records nothing; an error that is
             # not flashinfer's (the driver's, fi_compat's) propagates and fails the module
-            refusal = flashinfer_refusal(lambda: driver.call(8, 3000))
+            refusal = flashinfer_refusal(lambda driver=driver: driver.call(8, 3000))
             if refusal is not None:
                 recorder.rejections.append(f"{layout}/{backend}/{mode}: {describe_error(refusal)}")
     finally:
@@ -111,7 +111,7 @@ def drawn_arguments(function: Any, names: list[str], seed: int) -> tuple[Optiona
         values.update({name: rng.choice((2, 4)) for name in names if name == "q_len"})
         values.update({name: 128 for name in names if name in ("H", "num_heads")})
         values.update({name: 512 for name in names if name == "kv_lora_rank"})
-        refusal = flashinfer_refusal(lambda: function(**values))
+        refusal = flashinfer_refusal(lambda values=values: function(**values))
         if refusal is None:
             return values, None
     return None, describe_error(refusal)

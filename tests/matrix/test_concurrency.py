@@ -232,7 +232,7 @@ def test_threads_through_builder_and_mla_decode_while_installing_and_uninstallin
     assert decode_calls >= THREADS * CHURN_ITERATIONS
     assert all(len(w.requested) == w.decode_calls for w in workers)
     assert len(recorded_launches) == decode_calls
-    assert sorted(l.max_seq_len for l in recorded_launches) == sorted(n for w in workers for n in w.requested)
+    assert sorted(launch.max_seq_len for launch in recorded_launches) == sorted(n for w in workers for n in w.requested)
 
     # The bound held for every cache that ever existed.
     builder_caches = [c for c in every_cache if c.name == "builder"]

@@ -103,9 +103,12 @@ def test_replay_through_transparent_mode(replay, recorder, engine_modules, fi_ma
     if layout == "vllm":
         engine_modules += ["replay_vllm_bound_before_install", "replay_vllm_bound_after_install"]
         early = er.bind_early(engine_modules[0])
-        decode_for = (lambda index: er.held_decode(early))
+
+        def decode_for(index):
+            return er.held_decode(early)
     else:
-        decode_for = (lambda index: er.public_decode())
+        def decode_for(index):
+            return er.public_decode()
 
     alone, alone_grew = run_alone(buffers, steps, decode_for, backend, recorder, f"{replay}'s call")
 
@@ -119,7 +122,9 @@ def test_replay_through_transparent_mode(replay, recorder, engine_modules, fi_ma
         # the identity scan reached the name vLLM bound before install; a later import gets the proxy too
         assert er.held_decode(early) is proxy and er.held_decode(late) is proxy
         holders = (early, late)
-        decode_for = (lambda index: er.held_decode(holders[index % 2]))
+
+        def decode_for(index):
+            return er.held_decode(holders[index % 2])
 
     before = census.take()
     replayed = er.run(buffers, steps, decode_for, backend, recorder, traced=True)

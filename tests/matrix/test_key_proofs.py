@@ -32,7 +32,8 @@ from fi_compat.adapters.layout import ArgumentLayout
 from fi_compat.adapters.sizer_keys import K_TILE, cap_holds_at, saturated_k_tiles
 from fi_compat.adapters.split_counts import STEADY_SPLIT_CAP, split_count_key
 from fi_compat.testing.builder import builder_arguments
-from fi_compat.specs import CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV, CUTE_DSL_SPLIT_KV_RUBIN_MTP, TUNING_CONFIG, TUNING_CONFIG_BUILDER
+from fi_compat.specs import (CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV, CUTE_DSL_SPLIT_KV_RUBIN_MTP, TUNING_CONFIG,
+                             TUNING_CONFIG_BUILDER)
 
 torch = pytest.importorskip("torch")
 

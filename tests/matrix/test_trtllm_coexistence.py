@@ -1,7 +1,8 @@
 """fi_compat beside TensorRT-LLM's builder-memo workaround, in both import orders.
 
 ``trtllm_fake`` behaves as TensorRT-LLM's real workaround does (its facts,
-and how they were read and measured, are in that module's docstring).  (tests/matrix/test_trtllm_fake.py holds the fake to those facts.)  These tests
+and how they were read and measured, are in that module's docstring;
+tests/matrix/test_trtllm_fake.py holds the fake to those facts).  These tests
 run TensorRT-LLM's decode batches on the installed real release with the workaround imported before
 fi_compat (a TensorRT-LLM process: the workaround installs when its module is
 imported) and after it.

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from packaging.specifiers import SpecifierSet
 
-from . import DISTRIBUTION
+from . import DISTRIBUTION, extra
 from .check import GUARD_ERROR, Result, check_wheel
 from .errors import GuardError
 from .fetch import CACHE_ENV, default_cache_dir, fetch, fetch_url, file_sha256, find_cached, wheel_release
@@ -269,6 +269,10 @@ class Guard:
 
 
 def run(args: argparse.Namespace) -> int:
+    absent = extra.missing()
+    if absent:
+        print(f"fi-compat guard: {extra.message(absent)}", file=sys.stderr)
+        return EXIT_ERROR
     if not (args.files or args.pin or args.wheel):
         print("fi-compat guard: give requirement FILEs, --pin REQ or --wheel PATH", file=sys.stderr)
         return EXIT_ERROR

@@ -20,7 +20,9 @@ pylock.toml       ``archive`` (a wheel)         that wheel (URL: ``--download``)
 pylock.toml       ``vcs``, ``directory``        not checkable
 ================  ============================  ==================================
 
-Relative paths are relative to the lock file's directory, as each tool
+``pylock.toml`` is read through ``packaging.pylock`` (the guard's extra),
+which validates the whole file; uv's and Poetry's locks have no such model
+in a kept library and are read as TOML.  Relative paths are relative to the lock file's directory, as each tool
 writes them.  The sha256 a lock records for a wheel it points at is kept, and
 the guard compares it with the wheel it reads.
 """
@@ -33,7 +35,7 @@ from typing import Any, Callable, Optional
 from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from .. import DISTRIBUTION
+from .. import DISTRIBUTION, extra
 from ..errors import RequirementsError
 from .direct import classify
 from .pin import SPECIFIER, UNCHECKABLE, Pin, Pins
@@ -156,9 +158,10 @@ def read_poetry_lock(path: Path) -> Pins:
 
 
 def _pylock_wheel_version(wheels: Any) -> Optional[str]:
-    for wheel in wheels if isinstance(wheels, list) else []:
-        name = wheel.get("name") if isinstance(wheel, dict) else None
-        name = name or str(wheel.get("url") or wheel.get("path") or "").rsplit("/", 1)[-1]
+    """The version in the first wheel file name of a pylock entry (its
+    ``name``, else the last part of its URL or path), or ``None``."""
+    for wheel in wheels or ():
+        name = wheel.name or str(wheel.url or wheel.path or "").rsplit("/", 1)[-1]
         try:
             return str(parse_wheel_filename(name)[1])
         except (InvalidWheelFilename, ValueError):
@@ -167,26 +170,36 @@ def _pylock_wheel_version(wheels: Any) -> Optional[str]:
 
 
 def read_pylock(path: Path) -> Pins:
+    """PEP 751's model of the file is ``packaging.pylock`` (the guard's extra),
+    which validates the whole lock first: a file it refuses is a
+    :class:`~..errors.RequirementsError` (exit 2) naming what is wrong."""
+    pylock = extra.module("packaging.pylock")
+    data = load_toml(path)
+    try:
+        lock = pylock.Pylock.from_dict(data)
+    except pylock.PylockValidationError as exc:  # PylockUnsupportedVersionError too
+        raise RequirementsError(f"{path}: not a valid PEP 751 lock file: {exc}") from None
+    # Package i of the model is [[packages]] i of the file, which keeps the
+    # marker as written (for the report) and locates the entry's line.
+    ours = [(package, raw) for package, raw in zip(lock.packages, data["packages"]) if package.name == DISTRIBUTION]
+    lines = LineIndex(path.read_bytes().decode("utf-8-sig"))
     pins = Pins()
-    for entry in _entries(path, "packages"):
-        data = entry.data
-        marker = data.get("marker") if isinstance(data.get("marker"), str) else None
-        if "vcs" in data:
-            vcs = data["vcs"]
-            pins.found.append(
-                entry.direct(f"{vcs.get('type', 'git')}+{vcs.get('url') or vcs.get('path')}", marker=marker)
-            )
-        elif "directory" in data:
-            directory = data["directory"]
-            pins.found.append(
-                entry.direct(str(directory.get("path")), editable=bool(directory.get("editable")), marker=marker)
-            )
-        elif "archive" in data:
-            archive = data["archive"]
-            target = archive.get("url") or archive.get("path")
-            pins.found.append(entry.direct(str(target), sha256=_sha256(archive.get("hashes")), marker=marker))
-        elif "wheels" in data or "sdist" in data:
-            pins.found.append(entry.pinned(marker, version=entry.version or _pylock_wheel_version(data.get("wheels"))))
+    for number, (package, raw) in enumerate(ours, start=1):
+        entry = _Entry(path, lines, number, raw)
+        marker = entry.data.get("marker") if isinstance(entry.data.get("marker"), str) else None
+        if package.vcs is not None:
+            vcs = package.vcs
+            pins.found.append(entry.direct(f"{vcs.type}+{vcs.url or vcs.path}", marker=marker))
+        elif package.directory is not None:
+            directory = package.directory
+            pins.found.append(entry.direct(directory.path, editable=bool(directory.editable), marker=marker))
+        elif package.archive is not None:
+            archive = package.archive
+            target = str(archive.url or archive.path)
+            pins.found.append(entry.direct(target, sha256=_sha256(dict(archive.hashes)), marker=marker))
+        elif package.wheels or package.sdist is not None:
+            version = str(package.version) if package.version is not None else _pylock_wheel_version(package.wheels)
+            pins.found.append(entry.pinned(marker, version=version))
         else:
             pins.found.append(entry.uncheckable("it names no wheels, sdist, archive, VCS or directory", marker))
     return pins

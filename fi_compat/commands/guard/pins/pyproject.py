@@ -6,7 +6,8 @@ Read, with the scope each one applies to (see :func:`.found.groups`):
 * ``[project.optional-dependencies] X``: scope ``extra X``, with the main
   dependencies (``pkg[X]`` installs both);
 * ``[dependency-groups] X`` (PEP 735), ``{include-group = "Y"}`` followed
-  (unknown groups and cycles are errors): scope ``group X``, on its own
+  by the ``dependency-groups`` package (the guard's extra; unknown groups
+  and cycles are errors): scope ``group X``, on its own
   (``pip install --group X`` installs the group without the project);
   uv's legacy ``[tool.uv] dev-dependencies`` is the group ``dev``;
 * ``[tool.uv] constraint-dependencies`` (constraints) and
@@ -38,6 +39,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from .. import DISTRIBUTION
+from .. import extra as guard_extra
 from ..errors import RequirementsError
 from .direct import classify, is_flashinfer, versioned_direct_reference
 from .pin import SPECIFIER, UNCHECKABLE, Pin, Pins
@@ -45,7 +47,6 @@ from .toml_file import load_toml
 from .toml_lines import LineIndex
 
 _PLAIN_VERSION = re.compile(r"^\s*v?\d[\w.!+-]*\s*$")
-_MAX_INCLUDES = 64
 
 
 class _Reader:
@@ -145,57 +146,61 @@ def read_pyproject(path: Path) -> Pins:
 
 
 def _dependency_groups(reader: _Reader) -> list[Pin]:
-    declared = dict(reader.table("dependency-groups"))
-    legacy_dev = reader.table("tool", "uv").get("dev-dependencies")
-    by_name = {canonicalize_name(name): name for name in declared}
-    own: dict[str, list[Pin]] = {}
-    includes: dict[str, list[str]] = {}
-    for name, entries in declared.items():
-        key = canonicalize_name(name)
-        context = f"[dependency-groups] {name}"
+    """Each group's flashinfer-python requirements, its includes followed by
+    ``dependency-groups`` (PEP 735's reference resolver, the guard's extra),
+    which refuses unknown groups, cycles and malformed entries.  Each
+    requirement is read where it is written (its line, its group) and applies
+    to every group that includes it."""
+    resolver_module = guard_extra.module("dependency_groups")
+    groups: dict[str, list[Any]] = {}
+    written_in: dict[str, list[tuple[str, str]]] = {}  # per entry: (context, TOML table)
+    for name, entries in reader.table("dependency-groups").items():
         if not isinstance(entries, list):
-            raise RequirementsError(f"{reader.path}: {context} must be a list")
-        texts = [e for e in entries if isinstance(e, str)]
-        tables = [e for e in entries if not isinstance(e, str)]
-        for entry in tables:
-            if not (
-                isinstance(entry, dict) and set(entry) == {"include-group"} and isinstance(entry["include-group"], str)
-            ):
-                raise RequirementsError(
-                    f"{reader.path}: {context}: {entry!r} is neither a requirement string "
-                    'nor {include-group = "NAME"}'
-                )
-        includes[key] = [canonicalize_name(e["include-group"]) for e in tables]
-        own[key] = reader.requirements(texts, context=context, table="dependency-groups")
-    if legacy_dev is not None:
+            raise RequirementsError(f"{reader.path}: [dependency-groups] {name} must be a list")
+        groups[name] = list(entries)
+        written_in[name] = [(f"[dependency-groups] {name}", "dependency-groups")] * len(entries)
+    legacy_dev = reader.table("tool", "uv").get("dev-dependencies")
+    if legacy_dev is not None:  # uv's older spelling of the group `dev`
         context = "[tool.uv] dev-dependencies"
-        own.setdefault("dev", [])
-        own["dev"] += reader.requirements(reader.strings(legacy_dev, context), context=context, table="tool.uv")
-        by_name.setdefault("dev", "dev")
-        includes.setdefault("dev", [])
-    out = []
-    for key in own:
-        lines = _expand_group(reader.path, key, own, includes, [])
-        out += [replace(f, scope=f"group {by_name[key]}", with_base=False) for f in lines]
+        texts = reader.strings(legacy_dev, context)
+        dev = next((name for name in groups if canonicalize_name(name) == "dev"), "dev")
+        groups.setdefault(dev, [])
+        written_in.setdefault(dev, [])
+        groups[dev] += texts
+        written_in[dev] += [(context, "tool.uv")] * len(texts)
+    # Strings first, each where it is written: a malformed one names its line.
+    own = {
+        name: [
+            reader.requirements([entry], context=context, table=table) if isinstance(entry, str) else None
+            for entry, (context, table) in zip(entries, written_in[name])
+        ]
+        for name, entries in groups.items()
+    }
+    out: list[Pin] = []
+    name = ""
+    try:
+        resolver = resolver_module.DependencyGroupResolver(groups)
+        # The resolver hands back the Requirement objects it parsed for
+        # lookup(), so each resolved requirement leads back to its entry.
+        pins_of: dict[int, list[Pin]] = {}
+        for name in groups:
+            for item, pins in zip(resolver.lookup(name), own[name]):
+                if pins is not None:
+                    pins_of[id(item)] = pins
+        for name in groups:
+            for requirement in resolver.resolve(name):
+                pins = pins_of.get(id(requirement))
+                if pins is None:  # a resolver that copies: read the requirement as it prints
+                    pins = reader.requirements(
+                        [str(requirement)], context=f"[dependency-groups] {name}", table="dependency-groups"
+                    )
+                out += [replace(p, scope=f"group {name}", with_base=False) for p in pins]
+    except RecursionError:
+        raise RequirementsError(f"{reader.path}: [dependency-groups] {name}: includes nested too deep") from None
+    except (LookupError, TypeError, ValueError) as exc:  # CyclicDependencyError is a ValueError
+        where = f" {name}" if name else ""
+        raise RequirementsError(f"{reader.path}: [dependency-groups]{where}: {exc}") from None
     return out
-
-
-def _expand_group(
-    path: Path, key: str, own: dict[str, list[Pin]], includes: dict[str, list[str]], stack: list[str]
-) -> list[Pin]:
-    if key in stack:
-        raise RequirementsError(f"{path}: [dependency-groups] include cycle: {' -> '.join([*stack, key])}")
-    if len(stack) > _MAX_INCLUDES:
-        raise RequirementsError(f"{path}: [dependency-groups] includes nested more than {_MAX_INCLUDES} deep")
-    lines = list(own[key])
-    for included in includes.get(key, []):
-        if included not in own:
-            raise RequirementsError(
-                f"{path}: [dependency-groups] {stack[-1] if stack else key} includes "
-                f"{included!r}, which is not defined (defined: {', '.join(own) or 'none'})"
-            )
-        lines += _expand_group(path, included, own, includes, [*stack, key])
-    return lines
 
 
 def _uv_sources(reader: _Reader, found: list[Pin]) -> list[Pin]:
