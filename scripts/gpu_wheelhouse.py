@@ -61,7 +61,7 @@ DEPENDENCIES = (
 DEVICE_PYTHON = "3.12"
 PLATFORMS = ("manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
              "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64")
-PIECE_BYTES = 48 << 20  # with the checkout (about 4 MB) well inside a call's 64 MiB
+PIECE_BYTES = 56 << 20  # with the checkout (about 4 MB) inside a call's 64 MiB
 PACK_DIR = ROOT / ".gpu-pack"  # ignored by git (.gitignore); named in each call's carry
 DEVICE_STORE = Path("/tmp/fi_compat_pack")
 DEVICE_WHEELHOUSE = Path("/tmp/fi_compat_wheelhouse")
@@ -184,7 +184,7 @@ def unpack() -> list[str]:
     built = []
     for name, entries in manifest.items():
         path = DEVICE_WHEELHOUSE / name
-        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as wheel:
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as wheel:  # pip reads either; stored is faster
             for filename, digest in entries:
                 wheel.writestr(filename, members[digest])
         with zipfile.ZipFile(path) as wheel:
@@ -263,10 +263,11 @@ def main() -> int:
         releases = args.releases or list(release_list().MATRIX_RELEASES)
         pieces = pack(args.cache, releases)
         print("gpu_wheelhouse: the device calls, one after another inside the machine's warm window:")
-        for piece in pieces:
+        for number, piece in enumerate(pieces):
             rel = piece.relative_to(ROOT)
-            print(f"  run(carry=['{rel}', '.gpu-pack/sha256'], command='python3 scripts/gpu_wheelhouse.py receive {rel}')")
-        print("  run(command='python3 scripts/gpu_wheelhouse.py start --jobs 9')")
+            then = " && python3 scripts/gpu_wheelhouse.py start --jobs 9" if number == len(pieces) - 1 else ""
+            print(f"  run(carry=['{rel}', '.gpu-pack/sha256'], "
+                  f"command='python3 scripts/gpu_wheelhouse.py receive {rel}{then}')")
         print("  run(command='python3 scripts/gpu_wheelhouse.py collect --wait 540')   # again until it exits 0")
         return 0
     if args.verb == "receive":

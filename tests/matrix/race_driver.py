@@ -29,7 +29,6 @@ import importlib
 import json
 import os
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -199,8 +198,10 @@ def run_round(round_index: int, delay_s: float, import_s: float, decode: Any, in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rounds", type=int)
-    parser.add_argument("--watchdog", type=float, default=WATCHDOG_S, help="seconds a round may take (default %(default)s)")
-    parser.add_argument("--phase", type=float, default=0.0, help="shift of the delay sweep, 0-1: drivers run side by side meet other interleavings")
+    parser.add_argument("--watchdog", type=float, default=WATCHDOG_S,
+                        help="seconds a round may take (default %(default)s)")
+    parser.add_argument("--phase", type=float, default=0.0,
+                        help="shift of the delay sweep, 0-1: drivers side by side meet other interleavings")
     options = parser.parse_args()
     rounds = options.rounds
     from fi_compat.testing import cpu_host
@@ -233,7 +234,9 @@ def main() -> None:
         os.waitpid(pid, 0)
         import_s = float(os.read(read, 64).decode())
         for round_index in range(rounds):
-            fraction = (round_index / max(rounds - 1, 1) + options.phase) % 1.0 if options.phase else round_index / max(rounds - 1, 1)
+            fraction = round_index / max(rounds - 1, 1)
+            if options.phase:
+                fraction = (fraction + options.phase) % 1.0
             delay_s = import_s * 1.2 * fraction
             result = run_round(round_index, delay_s, import_s, decode, inputs, options.watchdog)
             result["import_s"] = result.get("import_s", import_s)
