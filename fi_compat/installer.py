@@ -27,7 +27,7 @@ from typing import Any, Optional
 from . import config, lazy_rows, lookup, plan_providers, runtime_report, tripwire
 from .adapters import Installation, Plan, bounded_memo
 from .judgement import BOUND, judge_release
-from .errors import warn
+from .errors import FiCompatError, warn
 from .runtime_report import note_effectively_unbounded, strict_error
 from .lookup import PACKAGE
 from .release_detection import detect_release
@@ -66,6 +66,9 @@ def ensure_installed() -> Snapshot:
     from an import hook.  What the call API does on every new generation."""
     with _lock:
         _raise_kept_error()
+        if _state.refusal is not None:
+            # a fresh traceback each time: the same object raised per call must not grow one
+            raise _state.refusal.with_traceback(None)
         if _state.phase == "not-installed" and not _state.explicit:
             _install(config.resolve_all())
         return snapshot()
@@ -95,7 +98,10 @@ def install(
     WARNING naming release, function and difference, or raises
     :class:`~fi_compat.errors.SignatureMismatchError` /
     :class:`~fi_compat.errors.UnsupportedReleaseError` when strict, with
-    nothing installed.  Cost: milliseconds (one scan of flashinfer's modules).
+    nothing installed; then every decode through fi_compat (``mla_decode``,
+    ``build_mla_decode_tuning_config``) raises that error until
+    :func:`uninstall`, :func:`reset` or another ``install()`` (docs/errors.md,
+    "After a strict refusal").  Cost: milliseconds (one scan of flashinfer's modules).
     """
     if maxsize is not None:
         warn("install(maxsize=...) is deprecated; use install(cache_size=...)", DeprecationWarning)
@@ -112,14 +118,27 @@ def install(
         settings = config.resolve_all(**keeping_earlier_arguments(_state, given))
         _state.explicit = True
         _state.error = None
+        _state.refusal = None
         if _state.phase != "not-installed":
             if values(settings) == values(_state.settings):
                 logger.debug("fi_compat: install() with the settings already in force; nothing to do")
                 return status(walk=False)
             logger.info("fi_compat: install() with new settings %s; re-installing", values(settings))
             _uninstall()
-        _install(settings)
+        try:
+            _install(settings)
+        except FiCompatError as exc:
+            _refuse(exc)
+            raise
         return status(walk=False)
+
+
+def _refuse(error: BaseException) -> None:
+    """A strict refusal: nothing stays installed, and every decode through
+    fi_compat (mla_decode, the builder, transparent mode's entry) raises
+    ``error`` until uninstall(), reset() or another install().  Lock held."""
+    _uninstall()
+    _state.refusal = error
 
 
 def _install(settings: dict[str, config.Setting]) -> None:
@@ -199,6 +218,8 @@ def _guarded(step: Any) -> None:
         if _strict():
             logger.error("fi_compat: %s; nothing installed, and the import raises it (FI_COMPAT_STRICT)", exc)
             _state.tripwire = tripwire.arm(exc)  # at start-up: a program that swallows it cannot decode unbounded
+            if _state.tripwire is None and isinstance(exc, FiCompatError):
+                _state.refusal = exc  # not at start-up: fi_compat's own decode refuses instead
             raise
         logger.error(
             "fi_compat: %s; flashinfer imported untouched, the error is raised at the next fi_compat call", exc
@@ -310,6 +331,7 @@ def _uninstall() -> None:
     _state.verdicts, _state.waiting = {}, {}
     _state.messages = leftovers
     _state.error = None
+    _state.refusal = None
     _set_phase("not-installed")
 
 

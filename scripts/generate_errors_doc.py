@@ -54,6 +54,24 @@ only where trtllm-gen would run would make a call site switched to
 `mla_decode()` pass or fail with the backend flashinfer picks; fi_compat takes
 the range every backend accepts (1 to 2**31-1, the kernels' 32-bit int).
 `tests/test_max_seq_len_range.py` checks both halves on the real wheel.
+
+## After a strict refusal
+
+When `install(strict=True)` (or `FI_COMPAT_STRICT=1` with the install that
+runs at `import flashinfer`) raises `SignatureMismatchError` or
+`UnsupportedReleaseError`, nothing is installed, and a program that catches
+the error does not get unbounded decoding by accident: every decode through
+fi_compat -- `mla_decode()`, `build_mla_decode_tuning_config()` and
+transparent mode's entry -- raises that same typed error, on every call, until
+the program chooses otherwise.  A program that wants to go on with
+flashinfer's unbounded caches says so: `fi_compat.uninstall()` (the call API
+then calls flashinfer unpatched and never installs on its own), or
+`fi_compat.install(strict=False)` (bounds every cache whose signature matches,
+leaves the rest unbounded with one `UnsupportedReleaseWarning`).  A process
+that installed at start-up (`fi-compat run --strict`, `FI_COMPAT_AUTO=1
+FI_COMPAT_STRICT=1`) ends at its first MLA decode instead (fi_compat.tripwire).
+`tests/matrix/test_strict_refusal.py` checks both orders on a real wheel
+edited in the test.
 """
 
 

@@ -83,9 +83,10 @@ def call_sets(name: str, memo: Callable, core: Any, device: Any) -> list[tuple[t
     sets = range(ARGUMENT_SETS)
     if name == "tuning-config":
         return [(((1, 2, 4), 8 + i, 1024), {}) for i in sets]
-    if name in ("split-kv", "split-kv-modular"):
+    if name in ("split-kv", "split-kv-modular", "split-kv-rubin-mtp"):
         tail = (4096,) if "max_seq_len" in parameters else ()
-        return [((1 + i, 1, 128, 512, 148, *tail), {}) for i in sets]
+        q_len = 2 if name == "split-kv-rubin-mtp" else 1  # Rubin MTP takes 2 or 4 query tokens only
+        return [((1 + i, q_len, 128, 512, 148, *tail), {}) for i in sets]
     if name == "split-kv-hca":
         return [((1 + i, 1, 128, 4096, 148), {}) for i in sets]
     if name == "batch-cap":
