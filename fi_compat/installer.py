@@ -27,7 +27,7 @@ from typing import Any, Optional
 from . import config, lazy_rows, lookup, plan_providers, runtime_report, tripwire
 from .adapters import Installation, Plan, bounded_memo
 from .judgement import BOUND, judge_release
-from .errors import FiCompatError, warn
+from .errors import FiCompatError, forget_warnings, warn
 from .runtime_report import note_effectively_unbounded, strict_error
 from .lookup import PACKAGE
 from .release_detection import detect_release
@@ -66,8 +66,7 @@ def ensure_installed() -> Snapshot:
     from an import hook.  What the call API does on every new generation."""
     with _lock:
         _raise_kept_error()
-        if _state.refusal is not None:
-            # a fresh traceback each time: the same object raised per call must not grow one
+        if _state.refusal is not None:  # a fresh traceback: one object raised per call must not grow one
             raise _state.refusal.with_traceback(None)
         if _state.phase == "not-installed" and not _state.explicit:
             _install(config.resolve_all())
@@ -95,13 +94,10 @@ def install(
     (INFO).  If flashinfer is not imported yet, a post-import hook installs when it is.
 
     Failure behaviour: a row whose function changed is left untouched with one
-    WARNING naming release, function and difference, or raises
-    :class:`~fi_compat.errors.SignatureMismatchError` /
-    :class:`~fi_compat.errors.UnsupportedReleaseError` when strict, with
-    nothing installed; then every decode through fi_compat (``mla_decode``,
-    ``build_mla_decode_tuning_config``) raises that error until
-    :func:`uninstall`, :func:`reset` or another ``install()`` (docs/errors.md,
-    "After a strict refusal").  Cost: milliseconds (one scan of flashinfer's modules).
+    ``UnsupportedReleaseWarning`` per process; strict, raises ``SignatureMismatchError`` /
+    ``UnsupportedReleaseError`` with nothing installed, and every decode through fi_compat raises
+    it until :func:`uninstall` or another ``install()`` (docs/errors.md).  Cost: milliseconds
+    (one scan of flashinfer's modules).
     """
     if maxsize is not None:
         warn("install(maxsize=...) is deprecated; use install(cache_size=...)", DeprecationWarning)
@@ -117,8 +113,7 @@ def install(
         # Resolved under the lock: what an omitted argument keeps is the install in force now.
         settings = config.resolve_all(**keeping_earlier_arguments(_state, given))
         _state.explicit = True
-        _state.error = None
-        _state.refusal = None
+        _state.error = _state.refusal = None
         if _state.phase != "not-installed":
             if values(settings) == values(_state.settings):
                 logger.debug("fi_compat: install() with the settings already in force; nothing to do")
@@ -127,18 +122,11 @@ def install(
             _uninstall()
         try:
             _install(settings)
-        except FiCompatError as exc:
-            _refuse(exc)
+        except FiCompatError as exc:  # refused: nothing stays installed, and fi_compat's decode raises it
+            _uninstall()
+            _state.refusal = exc
             raise
         return status(walk=False)
-
-
-def _refuse(error: BaseException) -> None:
-    """A strict refusal: nothing stays installed, and every decode through
-    fi_compat (mla_decode, the builder, transparent mode's entry) raises
-    ``error`` until uninstall(), reset() or another install().  Lock held."""
-    _uninstall()
-    _state.refusal = error
 
 
 def _install(settings: dict[str, config.Setting]) -> None:
@@ -330,8 +318,7 @@ def _uninstall() -> None:
     _state.extras = _state.installation = _state.tripwire = None
     _state.verdicts, _state.waiting = {}, {}
     _state.messages = leftovers
-    _state.error = None
-    _state.refusal = None
+    _state.error = _state.refusal = None
     _set_phase("not-installed")
 
 
@@ -341,6 +328,7 @@ def reset() -> dict[str, Any]:
     with _lock:
         _uninstall()
         _state.explicit = False
+        forget_warnings()  # a fresh process warns again
         return status(walk=False)
 
 

@@ -86,4 +86,14 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_PROBLEMS if report["problems"] else EXIT_CLEAN
 
 
-__all__ = ["EXIT_CLEAN", "EXIT_FAILED", "EXIT_PROBLEMS", "SCHEMA_VERSION", "SECTION_KEYS", "SETTING_KEYS", "TOP_LEVEL_KEYS", "register", "run"]
+__all__ = [
+    "EXIT_CLEAN",
+    "EXIT_FAILED",
+    "EXIT_PROBLEMS",
+    "SCHEMA_VERSION",
+    "SECTION_KEYS",
+    "SETTING_KEYS",
+    "TOP_LEVEL_KEYS",
+    "register",
+    "run",
+]
