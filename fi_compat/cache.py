@@ -216,19 +216,21 @@ class BoundedCache:
         lock of this cache and must not raise."""
         self._side_tables.append(forget)
 
-    def clear(self) -> None:
+    def clear(self, *, keep_statistics: bool = False) -> None:
         """Forget every entry, every identity, every side table registered with
         :meth:`forget_with`, and reset hits, misses and evictions to 0, as
-        ``functools.lru_cache``'s ``cache_clear()`` does.  Cost: linear in the
-        entries held."""
+        ``functools.lru_cache``'s ``cache_clear()`` does.  ``keep_statistics``:
+        release the memory but keep the counts (``uninstall()``: what the memo
+        served stays readable afterwards).  Cost: linear in the entries held."""
         with self._lock:
             self._data.clear()
             self._used.clear()
             if self._identities is not None:
                 self._identities.clear()
-            self.hits = 0
-            self.misses = 0
-            self.evictions = 0
+            if not keep_statistics:
+                self.hits = 0
+                self.misses = 0
+                self.evictions = 0
         for forget in self._side_tables:
             forget()
 
