@@ -37,7 +37,7 @@ from typing import Any, Callable, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import FiCompatError, SignatureMismatchError, UnsupportedFeatureError
+from .errors import FiCompatError, SignatureMismatchError, UnsupportedFeatureError, shortened
 from .specs import REQUIRED, FunctionSpec
 
 _EMPTY = inspect.Parameter.empty
@@ -216,10 +216,9 @@ class Binding:
         """The WARNING text for default differences, or ``None``."""
         if not self.differences:
             return None
-        return (
-            f"flashinfer-python {self.release}: {self.spec.qualname}: {'; '.join(self.differences)}. "
-            f"{self.api_name} passes the documented default when the caller omits the argument, so "
-            "results do not change with the release; pass the argument to choose another value."
+        return shortened(
+            f"flashinfer-python {self.release}: {self.spec.qualname}: {'; '.join(self.differences)}",
+            keep=f"; {self.api_name} passes that one when omitted",
         )
 
     # ------------------------------------------------------------------ calling

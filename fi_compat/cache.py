@@ -97,6 +97,9 @@ class BoundedCache:
         self.misses = 0
         self.evictions = 0
         self._bytes_per_entry: int | None = None
+        # what else remembers this cache's answers (a last-answer slot, a spec
+        # index, readings a key is made of): forgotten with it (forget_with)
+        self._side_tables: list[Callable[[], None]] = []
         self.lookup = self._make_lookup()
         _live_caches.add(self)
 
@@ -206,12 +209,30 @@ class BoundedCache:
                     break
                 self._identities.pop(oldest, None)
 
-    def clear(self) -> None:
+    def forget_with(self, forget: Callable[[], None]) -> None:
+        """Have :meth:`clear` call ``forget()`` too: for a side table that holds
+        answers derived from this cache's (so ``cache_clear()`` forgets every
+        answer, as ``functools.lru_cache``'s does).  ``forget`` runs under no
+        lock of this cache and must not raise."""
+        self._side_tables.append(forget)
+
+    def clear(self, *, keep_statistics: bool = False) -> None:
+        """Forget every entry, every identity, every side table registered with
+        :meth:`forget_with`, and reset hits, misses and evictions to 0, as
+        ``functools.lru_cache``'s ``cache_clear()`` does.  ``keep_statistics``:
+        release the memory but keep the counts (``uninstall()``: what the memo
+        served stays readable afterwards).  Cost: linear in the entries held."""
         with self._lock:
             self._data.clear()
             self._used.clear()
             if self._identities is not None:
                 self._identities.clear()
+            if not keep_statistics:
+                self.hits = 0
+                self.misses = 0
+                self.evictions = 0
+        for forget in self._side_tables:
+            forget()
 
     def __len__(self) -> int:
         return len(self._data)

@@ -36,7 +36,7 @@ from .binding import Binding
 from .config import check_policy
 from .adapters.base import Plan
 from .lookup.modules import loaded
-from .errors import DefaultMismatchWarning, UnsupportedReleaseError, UnsupportedReleaseWarning, warn
+from .errors import DefaultMismatchWarning, UnsupportedReleaseError, UnsupportedReleaseWarning, shortened, warn
 from .policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
 from .specs import CORE_MODULE, DECODE, PUBLIC_MLA_MODULE, TUNING_CONFIG_BUILDER, FunctionSpec
 
@@ -132,8 +132,7 @@ def _binding(kind: str) -> Binding:
             _mappings[kind] = binding
             built = True
     message = binding.difference_message() if built else None
-    if message is not None:
-        logger.warning("fi_compat: %s", message)
+    if message is not None:  # a warning, not also a log line (docs/errors.md, "Warnings or logging")
         warn(message, DefaultMismatchWarning)
     if binding.error is not None:
         raise binding.error
@@ -284,16 +283,20 @@ def transparent_plan(settings: Any) -> Any:
         )
         if settings["strict"].value:
             raise UnsupportedReleaseError(str(detect_release()), message)
-        logger.warning("fi_compat: %s", message)
-        warn(message, UnsupportedReleaseWarning)
+        warn(message, UnsupportedReleaseWarning, ("transparent", str(detect_release())))
         return Plan()
     function = transparent.unwrap(getattr(core, DECODE.name))
     check = Binding(DECODE, function, api_name=_KINDS[DECODE_KIND][1], release=str(detect_release()))
     if check.error is not None:
         if settings["strict"].value:
             raise check.error
-        message = f"transparent mode not installed: {check.error}"
-        logger.warning("fi_compat: %s", message)
-        warn(message, UnsupportedReleaseWarning)
+        error = check.error
+        difference = getattr(error, "difference", None)
+        what = f"{getattr(error, 'qualname', DECODE.qualname)} {difference}" if difference else str(error)
+        message = shortened(
+            f"transparent mode not installed: {what}",
+            keep="; call fi_compat.mla_decode directly (details: fi-compat doctor)",
+        )
+        warn(message, UnsupportedReleaseWarning, ("transparent", str(detect_release())))
         return Plan()
     return transparent.plan(mla_decode_in_installed_order)

@@ -7,8 +7,13 @@ Each message says what was found and what to do next.  Catch
 from __future__ import annotations
 
 import sys
+import threading
 import warnings
-from typing import Sequence
+from typing import Hashable, Optional, Sequence
+
+WARNING_LIMIT = 200
+"""The longest warning fi_compat raises, in characters: one line to read; the
+rest (expected and found parameters, every row) is in ``fi-compat doctor``."""
 
 
 class FiCompatError(Exception):
@@ -166,10 +171,39 @@ def user_stacklevel(skip: int = 1) -> int:
     return level
 
 
-def warn(message: str, category: type[Warning]) -> None:
-    """``warnings.warn`` attributed to the user's line (see :func:`user_stacklevel`).
+_said: set[tuple[type, Hashable]] = set()
+_said_lock = threading.Lock()
+
+
+def warn(message: str, category: type[Warning], cause: Optional[Hashable] = None) -> bool:
+    """``warnings.warn`` attributed to the user's line (see :func:`user_stacklevel`),
+    once per ``(category, cause)`` per process (``cause`` defaults to the message):
+    the same unverified release seen again when a cute-dsl module is imported
+    lazily says nothing new.  Returns whether it warned.
 
     Every fi_compat warning goes through here, so ``-W error`` and warning
     filters by module see the caller's file, never ``sys:1`` or wrapt's
-    importer.  Never raises except as the warnings filters say."""
+    importer.  Events that warn are not also logged (docs/errors.md, "Warnings
+    or logging").  Never raises except as the warnings filters say."""
+    key = (category, message if cause is None else cause)
+    with _said_lock:  # taken for a set operation only: nothing waits inside it
+        if key in _said:
+            return False
+        _said.add(key)
     warnings.warn(message, category, stacklevel=user_stacklevel(skip=1))
+    return True
+
+
+def forget_warnings() -> None:
+    """Warn again for causes already warned about: :func:`fi_compat.reset` (a fresh process, for test suites)."""
+    with _said_lock:
+        _said.clear()
+
+
+def shortened(text: str, limit: int = WARNING_LIMIT, keep: str = "") -> str:
+    """``text + keep`` within ``limit`` characters: ``text`` cut with an ellipsis
+    where it must be, ``keep`` (the pointer to the details) never."""
+    room = limit - len(keep)
+    if len(text) > room:
+        text = text[: max(0, room - 1)].rstrip() + "…"
+    return text + keep

@@ -27,7 +27,7 @@ from typing import Any, Optional
 from . import config, lazy_rows, lookup, plan_providers, runtime_report, tripwire
 from .adapters import Installation, Plan, bounded_memo
 from .judgement import BOUND, judge_release
-from .errors import warn
+from .errors import FiCompatError, forget_warnings, warn
 from .runtime_report import note_effectively_unbounded, strict_error
 from .lookup import PACKAGE, import_hooks
 from .release_detection import detect_release
@@ -68,6 +68,8 @@ def ensure_installed() -> Snapshot:
     import_hooks.settle()
     with _lock:
         _raise_kept_error()
+        if _state.refusal is not None:  # a fresh traceback: one object raised per call must not grow one
+            raise _state.refusal.with_traceback(None)
         if _state.phase == "not-installed" and not _state.explicit:
             _install(config.resolve_all())
         return snapshot()
@@ -94,10 +96,10 @@ def install(
     (INFO).  If flashinfer is not imported yet, a post-import hook installs when it is.
 
     Failure behaviour: a row whose function changed is left untouched with one
-    WARNING naming release, function and difference, or raises
-    :class:`~fi_compat.errors.SignatureMismatchError` /
-    :class:`~fi_compat.errors.UnsupportedReleaseError` when strict, with
-    nothing installed.  Cost: milliseconds (one scan of flashinfer's modules).
+    ``UnsupportedReleaseWarning`` per process; strict, raises ``SignatureMismatchError`` /
+    ``UnsupportedReleaseError`` with nothing installed, and every decode through fi_compat raises
+    it until :func:`uninstall` or another ``install()`` (docs/errors.md).  Cost: milliseconds
+    (one scan of flashinfer's modules).
     """
     if maxsize is not None:
         warn("install(maxsize=...) is deprecated; use install(cache_size=...)", DeprecationWarning)
@@ -114,14 +116,19 @@ def install(
         # Resolved under the lock: what an omitted argument keeps is the install in force now.
         settings = config.resolve_all(**keeping_earlier_arguments(_state, given))
         _state.explicit = True
-        _state.error = None
+        _state.error = _state.refusal = None
         if _state.phase != "not-installed":
             if values(settings) == values(_state.settings):
                 logger.debug("fi_compat: install() with the settings already in force; nothing to do")
                 return status(walk=False)
             logger.info("fi_compat: install() with new settings %s; re-installing", values(settings))
             _uninstall()
-        _install(settings)
+        try:
+            _install(settings)
+        except FiCompatError as exc:  # refused: nothing stays installed, and fi_compat's decode raises it
+            _uninstall()
+            _state.refusal = exc
+            raise
         return status(walk=False)
 
 
@@ -186,6 +193,8 @@ def _guarded(step: Any) -> None:
         if _strict():
             logger.error("fi_compat: %s; nothing installed, and the import raises it (FI_COMPAT_STRICT)", exc)
             _state.tripwire = tripwire.arm(exc)  # at start-up: a program that swallows it cannot decode unbounded
+            if _state.tripwire is None and isinstance(exc, FiCompatError):
+                _state.refusal = exc  # not at start-up: fi_compat's own decode refuses instead
             raise
         logger.error(
             "fi_compat: %s; flashinfer imported untouched, the error is raised at the next fi_compat call", exc
@@ -294,7 +303,7 @@ def _uninstall() -> None:
     _state.extras = _state.installation = _state.tripwire = None
     _state.verdicts, _state.waiting = {}, {}
     _state.messages = leftovers
-    _state.error = None
+    _state.error = _state.refusal = None
     _set_phase("not-installed")
 
 
@@ -304,6 +313,7 @@ def reset() -> dict[str, Any]:
     with _lock:
         _uninstall()
         _state.explicit = False
+        forget_warnings()  # a fresh process warns again
         return status(walk=False)
 
 

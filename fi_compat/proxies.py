@@ -9,8 +9,9 @@
   start-up, :mod:`fi_compat.tripwire`).
 
 All are recognisable (``_fi_compat_wrapper``) and answer for themselves:
-``cache_info()`` and ``cache_clear()`` are fi_compat's, never the numbers of
-flashinfer's inner ``functools.cache``.
+``cache_info()``, ``cache_parameters()`` and ``cache_clear()`` are fi_compat's,
+never the numbers of flashinfer's inner ``functools.cache``; ``cache_clear()``
+forgets every answer, side tables included, and resets the statistics.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def memoized_function(
     ``classmethod``); :func:`is_memo` recognises it.  It carries what a proxy would: ``__wrapped__`` (so
     ``inspect.signature`` shows the original's), the original's name,
     qualified name, module and docstring (``functools.update_wrapper``), and
-    fi_compat's own ``cache_info()`` / ``cache_clear()`` / ``fi_compat_cache``
+    fi_compat's own ``cache_info()`` / ``cache_parameters()`` / ``cache_clear()`` / ``fi_compat_cache``
     / ``fi_compat_deactivate()``.  It pickles by reference like the original
     (``module.qualname`` names it while installed).
 
@@ -123,7 +124,9 @@ def memoized_function(
     miss instead of :meth:`BoundedCache.fill` (it may compute without keeping).
     ``entry``, when given, replaces the generic ``(*args, **kwargs)`` function
     with one specialised to the original's signature (keywords bind straight
-    to locals: no kwargs dict, no argument gathering).
+    to locals: no kwargs dict, no argument gathering); a function it returns
+    with a ``fi_compat_forget`` attribute has that called by ``cache_clear()``
+    (its own side tables).
 
     Cost of a hit: the key function and :meth:`BoundedCache.lookup` (no lock).
     """
@@ -160,6 +163,16 @@ def memoized_function(
         stats = cache.stats()
         return _CacheInfo(stats.hits, stats.misses, stats.maxsize, stats.currsize)
 
+    def cache_parameters() -> dict[str, Any]:
+        # fi_compat's bound, not the wrapped functools cache's (update_wrapper copied that one's);
+        # keys compare by value across types (1 == 1.0), as an untyped lru_cache's do
+        return {"maxsize": cache.maxsize, "typed": False}
+
+    # a proxy that keeps answers of its own (a last-answer slot, a spec index) says how to forget them
+    forget = getattr(proxy, "fi_compat_forget", None)
+    if forget is not None:
+        cache.forget_with(forget)
+
     def deactivate() -> None:
         switch.active = False
         proxy._self_active = False
@@ -170,6 +183,7 @@ def memoized_function(
     proxy._self_active = True
     proxy.fi_compat_cache = cache
     proxy.cache_info = cache_info
+    proxy.cache_parameters = cache_parameters
     proxy.cache_clear = cache.clear
     proxy.fi_compat_deactivate = deactivate
     return proxy

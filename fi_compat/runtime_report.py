@@ -16,6 +16,7 @@ from .errors import (
     UnsupportedReleaseError,
     UnsupportedReleaseWarning,
     UnverifiedReleaseWarning,
+    shortened,
     warn,
 )
 from .lookup import BOUNDED
@@ -24,49 +25,53 @@ from .state import State
 logger = logging.getLogger("fi_compat")
 
 
-def warnings_for(rows: Iterable[Verdict], release: Any, provisional: Iterable[str] = ()) -> list[tuple[bool, str]]:
-    """``(is_problem, message)`` for what the runtime says at WARNING: each row
-    left unbounded, and one line for bounds outside the verified releases.
-    A row in ``provisional`` was read from source: it is judged again, live,
-    when its module is imported, and the message says so."""
+DETAILS = " (details: fi-compat doctor)"
+
+
+def warnings_for(
+    rows: Iterable[Verdict], release: Any, provisional: Iterable[str] = ()
+) -> list[tuple[type[Warning], str, tuple[str, ...]]]:
+    """``(category, message, cause)`` for what the runtime warns about: each row left
+    unbounded, and one line for bounds outside the verified releases; each at
+    most :data:`~fi_compat.errors.WARNING_LIMIT` characters (the expected and
+    found parameters, and every row, are in ``fi-compat doctor``).  A row in
+    ``provisional`` was read from source: it is judged again, live, when its
+    module is imported, and the message says so."""
     rows, provisional = list(rows), set(provisional)
-    said = [
-        (
-            True,
-            f"flashinfer {release}: {v.reason}. fi_compat left it unbounded"
-            + (" (read from source: judged again when its module is imported)" if v.bound.name in provisional else "")
-            + " (set FI_COMPAT_STRICT=1 to make this an error)",
-        )
-        for v in rows
-        if v.problem
-    ]
-    unverified = [
-        v.bound.spec.qualname + (f" (found in {v.found.defined_in})" if v.found and v.found.moved else "")
-        for v in rows
-        if v.kind == BOUND and not v.verified
-    ]
+    said: list[tuple[type[Warning], str, tuple[str, ...]]] = []
+    for v in rows:
+        if not v.problem:
+            continue
+        difference = v.mismatch.difference if v.mismatch is not None else v.reason
+        source = " (read from source)" if v.bound.name in provisional else ""
+        keep = f"; left unbounded{source}{DETAILS}"
+        message = shortened(f"flashinfer {release}: {v.bound.spec.qualname} {difference}", keep=keep)
+        # one cause per release and function: the same row judged again when a module loads says nothing new
+        said.append((UnsupportedReleaseWarning, message, ("unbounded", str(release), v.bound.spec.qualname)))
+    unverified = [v for v in rows if v.kind == BOUND and not v.verified]
     if unverified:
-        said.append(
-            (
-                False,
-                f"flashinfer {release} is outside the releases fi_compat verified for "
-                f"{', '.join(unverified)}; their signatures match and fi_compat bounds them. "
-                "Run the release matrix to verify it",
-            )
+        moved = [v.found.defined_in for v in unverified if v.found is not None and v.found.moved]
+        where = f"; {len(moved)} found moved, in {', '.join(sorted(set(moved)))}" if moved else ""
+        message = shortened(
+            f"flashinfer {release} is outside the releases fi_compat verified; {len(unverified)} caches bounded "
+            f"(signatures match{where})",
+            keep=f"; run the release matrix{DETAILS}",
         )
+        # one cause per release: a lazily imported module's rows join the same release's
+        said.append((UnverifiedReleaseWarning, message, ("unverified", str(release))))
     return said
 
 
 def report(problems: list[Verdict], state: State) -> None:
-    """Log and warn each problem (appended to ``state.messages``) and the
-    installer's unverified bounds; rows still waiting for their module are
-    said to be read from source."""
+    """Warn once per cause per process (:func:`~fi_compat.errors.warn`) about each
+    problem (its full reason appended to ``state.messages``) and the installer's
+    unverified bounds; rows still waiting for their module are said to be read
+    from source.  Warnings only, no log line: docs/errors.md, "Warnings or logging"."""
     others = [v for v in state.verdicts.values() if not v.problem]
-    for is_problem, message in warnings_for(problems + others, state.release, state.waiting):
-        if is_problem:
-            state.messages.append(message)
-        logger.warning("fi_compat: %s", message)
-        warn(message, UnsupportedReleaseWarning if is_problem else UnverifiedReleaseWarning)
+    for v in problems:
+        state.messages.append(f"flashinfer {state.release}: {v.reason}")
+    for category, message, cause in warnings_for(problems + others, state.release, state.waiting):
+        warn(message, category, cause)
 
 
 def note_effectively_unbounded(rows: Iterable[Verdict]) -> None:

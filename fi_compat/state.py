@@ -34,6 +34,9 @@ class State:
         self.tripwire: Optional[Armed] = None  # strict at start-up: the decode tripwire after a raised error
         self.messages: list[str] = []
         self.error: Optional[BaseException] = None  # a strict failure raised at the next fi_compat call
+        # a strict refusal (install(strict=True) raised): every decode through fi_compat raises it
+        # until the program chooses otherwise (uninstall(), reset(), another install())
+        self.refusal: Optional[BaseException] = None
         self.hooked: set[str] = set()  # modules with a post-import hook (wrapt cannot unregister one)
         self.explicit = False  # install()/uninstall() called: the call API never installs behind its back
         self.generation = 0  # bumped by every change: the call API's one-int staleness check

@@ -38,8 +38,28 @@ release shown, so the messages do not depend on the installed release.
 All errors derive from `fi_compat.FiCompatError` (typed errors) or are the
 built-in `ValueError` / `TypeError` / `ImportError` for invalid arguments;
 all warnings derive from `fi_compat.FiCompatWarning`.  Invalid settings raise
-before anything is patched.  The default-mode warnings are also logged once
-at WARNING on the `fi_compat` logger, prefixed `fi_compat: `.
+before anything is patched.
+
+## Warnings or logging
+
+Each event goes to one channel, never both:
+
+| event | channel | why |
+|---|---|---|
+| a cache left unbounded (`UnsupportedReleaseWarning`), a release outside the verified ones (`UnverifiedReleaseWarning`), transparent mode left out, a changed default (`DefaultMismatchWarning`), `install(maxsize=...)` (`DeprecationWarning`) | `warnings` | what the program asked for is not quite what it gets: the warning points at the program's own `install()`, `import` or call line, `-W error` or a filter can turn it into an error, and `pytest.warns` sees it |
+| the install summary, a row bounded although flashinfer bounds it itself | logging, INFO | state, not a request to act |
+| a strict failure (the import raises it), an install failure kept for the next call, an `uninstall()` that leaves a pass-through behind someone else's replacement, an invalid `FI_COMPAT_*` value at start-up, flashinfer's version metadata disagreeing with its code | logging, WARNING or ERROR | no call of the program's to attach a warning to, or an exception says it already |
+
+A warning is said once per cause per process, at most 200 characters
+(`fi_compat.errors.WARNING_LIMIT`): the same unverified release is one
+`UnverifiedReleaseWarning`, however many cute-dsl modules are imported lazily
+later (vLLM's path used to raise it four times); a cache left unbounded is one
+per release and function, whatever re-installs follow.  The details (expected
+and found parameters, every row, where a moved function was found) are in
+`fi-compat doctor` and `fi_compat.status()` (`notes`, each row's `reason`).
+`fi_compat.reset()` (a fresh process, for test suites) warns again.  A program
+that keeps only its logs routes warnings there with
+`logging.captureWarnings(True)` (logger `py.warnings`).
 
 ## Where fi_compat is stricter than flashinfer
 
@@ -54,6 +74,24 @@ only where trtllm-gen would run would make a call site switched to
 `mla_decode()` pass or fail with the backend flashinfer picks; fi_compat takes
 the range every backend accepts (1 to 2**31-1, the kernels' 32-bit int).
 `tests/test_max_seq_len_range.py` checks both halves on the real wheel.
+
+## After a strict refusal
+
+When `install(strict=True)` (or `FI_COMPAT_STRICT=1` with the install that
+runs at `import flashinfer`) raises `SignatureMismatchError` or
+`UnsupportedReleaseError`, nothing is installed, and a program that catches
+the error does not get unbounded decoding by accident: every decode through
+fi_compat -- `mla_decode()`, `build_mla_decode_tuning_config()` and
+transparent mode's entry -- raises that same typed error, on every call, until
+the program chooses otherwise.  A program that wants to go on with
+flashinfer's unbounded caches says so: `fi_compat.uninstall()` (the call API
+then calls flashinfer unpatched and never installs on its own), or
+`fi_compat.install(strict=False)` (bounds every cache whose signature matches,
+leaves the rest unbounded with one `UnsupportedReleaseWarning`).  A process
+that installed at start-up (`fi-compat run --strict`, `FI_COMPAT_AUTO=1
+FI_COMPAT_STRICT=1`) ends at its first MLA decode instead (fi_compat.tripwire).
+`tests/matrix/test_strict_refusal.py` checks both orders on a real wheel
+edited in the test.
 """
 
 

@@ -389,11 +389,11 @@ ROWS: list[Row] = [
         "SignatureMismatchError", "flashinfer.mla._core._mla_decode_tuning_config is missing (moved or removed)",
         drifts=(fakes.DRIFTS["tuning-config"]["vanished"],)),
     Row("default-drift", "install()", "a parameter renamed (the tuning config)", install(), "UnsupportedReleaseWarning",
-        "fi_compat left it unbounded (set FI_COMPAT_STRICT=1 to make this an error)",
+        "parameter 'profile_seq_len' was renamed to 'profile_len'; left unbounded (details: fi-compat doctor)",
         drifts=(fakes.DRIFTS["tuning-config"]["renamed"],)),
     Row("unverified-release", "install()", "a release the release matrix never ran, signatures fit",
         install(), "UnverifiedReleaseWarning",
-        "flashinfer 0.7.5 is outside the releases fi_compat verified for flashinfer.mla._core._mla_decode_tuning_config",
+        "flashinfer 0.7.5 is outside the releases fi_compat verified; 8 caches bounded (signatures match)",
         release="0.7.5"),
     # ---------------------------------------------------------------- CLI
     Row("cli-no-command", "fi-compat", "no subcommand", cli(), "exit 2", "usage: fi-compat"),

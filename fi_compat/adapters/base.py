@@ -120,7 +120,7 @@ class Installation:
         while self._applied:
             leftovers += _restore(self._applied.pop())
         for cache in self.caches.values():
-            cache.clear()
+            cache.clear(keep_statistics=True)
         return leftovers
 
 

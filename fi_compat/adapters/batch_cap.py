@@ -82,7 +82,9 @@ def batch_cap_of(builder: Callable[..., Any]) -> Optional[Callable[..., Optional
     :data:`_SEARCH_ORDER` (every release so far) it is called positionally
     with exactly those; otherwise by keyword with the ones it takes.  Any error
     returns ``None`` (the key then holds the cap's inputs, as without this, and
-    the builder raises its own error).  Cost of a batch-cap hit: about 1.5 us.
+    the builder raises its own error).  The saturated readings are forgotten
+    by the ``cache_clear()`` of the batch-cap memo and of the builder memo (its
+    ``fi_compat_forget``).  Cost of a batch-cap hit: about 1.5 us.
     """
     import importlib
 
@@ -118,6 +120,9 @@ def batch_cap_of(builder: Callable[..., Any]) -> Optional[Callable[..., Optional
                 names = tuple(inspect.signature(target).parameters)
                 prefix = len(names) if names == _SEARCH_ORDER[: len(names)] else None
                 resolved[:] = [search, prefix, frozenset(names)]
+                saturated.clear()
+                # the readings are the search memo's answers: its cache_clear() forgets them too
+                search.fi_compat_cache.forget_with(saturated.clear)
             if not utils:  # the function is read per call, as the builder's own import does
                 utils.append(importlib.import_module("..cute_dsl.utils", package))
             blocks, candidate_max = utils[0].get_num_sm(device), namespace[_MAX_BATCH]
@@ -139,6 +144,7 @@ def batch_cap_of(builder: Callable[..., Any]) -> Optional[Callable[..., Optional
             return None
         return cap if type(cap) is int else None
 
+    batch_cap.fi_compat_forget = saturated.clear  # type: ignore[attr-defined]  # the builder memo's cache_clear()
     return batch_cap
 
 

@@ -138,6 +138,11 @@ def plan(bound: "Bound", found: Found, cache_size: int) -> Plan:
     size = cache_size * bound.scale
     cache = BoundedCache(bound.name, size, keep_identity=bound.keep_identity)
     caches = {bound.name: cache}
+    # what the key reads and remembers (split counts, batch-cap readings) goes with the memo's answers
+    for remembers in (key_of, batch_cap):
+        forget = getattr(remembers, "fi_compat_forget", None)
+        if forget is not None:
+            cache.forget_with(forget)
 
     complete, count = layout.complete, len(layout.names)
 
@@ -171,6 +176,7 @@ def plan(bound: "Bound", found: Found, cache_size: int) -> Plan:
     if replaces_cache:
         unkeyed = BoundedCache(f"{bound.name} (unkeyed calls)", size)
         caches[unkeyed.name] = unkeyed
+        cache.forget_with(unkeyed.clear)  # one cache_clear() forgets every answer the memo gave
         fallback = _raw_fallback(target, unkeyed)
     else:
 

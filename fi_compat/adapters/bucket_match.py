@@ -158,6 +158,13 @@ class SpecIndex:
         self._by_value: dict[Hashable, Reads] = {}
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        """Forget every identity and every interned set (the memo's ``cache_clear()``):
+        a bucket mapper whose behaviour changed is read anew."""
+        with self._lock:
+            self._by_identity.clear()
+            self._by_value.clear()
+
     def reads(self, dynamic: Any, constraints: Any) -> Reads:
         """Raises ``AttributeError`` / ``IndexError`` / ``TypeError`` for specs the
         search could not read either."""
@@ -242,8 +249,9 @@ def entry(
             try:
                 reads = index.reads(*specs_of(values))
                 last_reads, last_shapes, last_answer = last[0]
-                if last_reads is reads and last_shapes == shapes:
-                    lookup(last_answer[0])  # counted as the hit it is
+                # the slot answers only while the memo still holds its entry (counted as the hit it is):
+                # an evicted or cleared entry is computed anew, as flashinfer's own memo would
+                if last_reads is reads and last_shapes == shapes and lookup(last_answer[0]) is not MISSING:
                     return last_answer[1]
                 key = reads.key(shapes)
                 value = lookup(key)
@@ -258,6 +266,11 @@ def entry(
                     return answer
             return value.for_call(shapes)
 
+        def forget() -> None:
+            last[0] = (None, None, None)
+            index.clear()
+
+        proxy.fi_compat_forget = forget  # type: ignore[attr-defined]  # cache_clear() calls it
         return proxy
 
     return make

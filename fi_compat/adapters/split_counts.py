@@ -25,6 +25,8 @@ stands for every length with that ``p`` (``p <= s``, so its own K-tile count
 ``p`` has ``p`` nonempty splits).  Proven on random arguments on every release
 (tests/matrix/test_key_proofs.py).
 
+The split counts read are forgotten with the memo (its ``cache_clear()``).
+
 Cost: one dict lookup of the call's other arguments and a few integer
 operations per key; one uncached sizer call per new model and occupancy; at
 most :data:`MODELS_KEPT` of them kept.
@@ -104,6 +106,11 @@ def split_count_key(
         nonempty = -(-k_tiles // -(-k_tiles // split))
         return (*values[:position], nonempty * K_TILE, *values[position + 1 :])
 
+    def forget() -> None:
+        with lock:
+            counts.clear()
+
+    key.fi_compat_forget = forget  # type: ignore[attr-defined]  # the memo's cache_clear() calls it
     return key
 
 

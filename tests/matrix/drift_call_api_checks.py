@@ -259,6 +259,7 @@ def install_warnings() -> dict:
     refuses the release), then ``install()`` again after it: where each
     warning points."""
     import fi_compat
+    from fi_compat import installer
     from fi_compat.testing import cpu_host
 
     found = {}
@@ -274,7 +275,7 @@ def install_warnings() -> dict:
         found["hook_state"] = hooked["state"]
         found["hook_verdicts"] = {row["name"]: row["verdict"] for row in hooked["bounds"]}
         del caught[:]
-        fi_compat.uninstall()
+        installer.reset()  # a fresh process: the same causes warn again (once per cause per process)
         install_line = sys._getframe().f_lineno + 1
         fi_compat.install()
         found["install"] = [(w.category.__name__, w.filename, w.lineno) for w in caught

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from ...diagnosis import SCHEMA_VERSION, SECTION_KEYS, SETTING_KEYS, TOP_LEVEL_KEYS, format_text, gather
@@ -40,7 +41,8 @@ def register(subparsers: Any) -> None:
         "doctor",
         help="report fi_compat, torch, flashinfer, the verdict on each bounded cache, patches, census, settings",
         description="One screen for a bug report. Patches nothing unless --install. Inside a serving process, "
-        "log fi_compat.doctor_report() instead. See docs/doctor.md.",
+        "log fi_compat.doctor_report() instead. Exits 1 when the report lists a problem, 2 when it cannot "
+        "report. See docs/doctor.md.",
     )
     parser.add_argument("--json", action="store_true", help=f"print JSON (schema_version {SCHEMA_VERSION})")
     parser.add_argument(
@@ -61,11 +63,37 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+EXIT_CLEAN = 0
+"""The report lists no problem."""
+EXIT_PROBLEMS = 1
+"""The report lists at least one problem (its ``problems``: a cache left unbounded,
+``installed (partial)``, an unverified release, an install that failed, ...)."""
+EXIT_FAILED = 2
+"""No report: a usage error (argparse's own), or gathering it failed."""
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the report; exit status 0 whatever it says (the report is the answer)."""
-    report = gather(import_flashinfer=not args.no_import, install=args.install, cpu_shim=args.cpu_shim)
+    """Print the report; exit :data:`EXIT_PROBLEMS` when it lists a problem, so CI
+    that runs the doctor fails on what the report says (docs/doctor.md).
+    An unexpected failure while gathering prints one line on stderr and exits
+    :data:`EXIT_FAILED`."""
+    try:
+        report = gather(import_flashinfer=not args.no_import, install=args.install, cpu_shim=args.cpu_shim)
+    except Exception as exc:  # noqa: BLE001  (gather never raises for flashinfer; anything else is a doctor bug)
+        print(f"fi-compat doctor: no report: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     print(json.dumps(report, indent=2, default=str) if args.json else format_text(report))
-    return 0
+    return EXIT_PROBLEMS if report["problems"] else EXIT_CLEAN
 
 
-__all__ = ["SCHEMA_VERSION", "SECTION_KEYS", "SETTING_KEYS", "TOP_LEVEL_KEYS", "register", "run"]
+__all__ = [
+    "EXIT_CLEAN",
+    "EXIT_FAILED",
+    "EXIT_PROBLEMS",
+    "SCHEMA_VERSION",
+    "SECTION_KEYS",
+    "SETTING_KEYS",
+    "TOP_LEVEL_KEYS",
+    "register",
+    "run",
+]
