@@ -169,6 +169,19 @@ def compare(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"differing": differing, "regressions": sorted(regressions), "memory_differences": memory}
 
 
+def fi_compat_commit() -> str:
+    """This checkout's commit, with ``+dirty`` when the library differs from it; ``unknown`` without git."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "fi_compat"], cwd=root, capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=Path, required=True, help="directory holding flashinfer's tests/ package")
@@ -197,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         "flashinfer_release": str(detect_release().version),
         "tests_from": {"repository": "https://github.com/flashinfer-ai/flashinfer", "ref": args.ref,
                        "commit": args.commit, "selection": args.select},
+        "fi_compat_commit": fi_compat_commit(),
         "python": platform.python_version(),
         "host": "CPU, fi_compat.testing.cpu_host() (kernel launches recorded, not run)",
         "command": "python scripts/flashinfer_own_tests.py " + " ".join(
