@@ -25,7 +25,8 @@ commit the tests came from, per mode the counts and duration, the tests whose
 outcome differs between modes, ``regressions``: tests that pass alone and
 do not with fi_compat, and ``memory_differences``: those among them that fail
 only because they assert flashinfer's unbounded growth
-(:data:`EXPECTED_MEMORY_DIFFERENCES`, each with the failure message it must have).  Exit status: 0 no regression, 1 a regression, 2 a mode
+(:data:`EXPECTED_MEMORY_DIFFERENCES`, each with the failure message it must
+have).  Exit status: 0 no regression, 1 a regression, 2 a mode
 that could not run (pytest's own usage or collection errors in every test).
 Cost: one pytest run of the selection per mode (tests/autotuner: about a
 minute each on 2 CPU cores).
@@ -108,7 +109,8 @@ with cpu_host():
     if mode_settings is not None:
         state = fi_compat.install(**mode_settings)
         print("fi_compat:", state["state"], flush=True)
-    status = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--continue-on-collection-errors", selection], plugins=[outcomes])
+    arguments = ["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--continue-on-collection-errors", selection]
+    status = pytest.main(arguments, plugins=[outcomes])
     if mode_settings is not None:
         print("fi_compat after the tests:", fi_compat.status(walk=False)["state"], flush=True)
 with open(outcomes_path, "w") as out:

@@ -61,7 +61,7 @@ def every_row_loaded(core, release):
 
 def nearest_profile_specs(core, device) -> Any:
     """flashinfer's own MLA tuning config (its specs and constraints), built uncached."""
-    build = getattr(core, "_build_mla_decode_tuning_config")
+    build = core._build_mla_decode_tuning_config
     build = getattr(build, "__wrapped__", build)
     parameters = inspect.signature(build).parameters
     arguments = builder_arguments(device=device)
@@ -90,7 +90,7 @@ def call_sets(name: str, memo: Callable, core: Any, device: Any) -> list[tuple[t
     if name == "split-kv-hca":
         return [((1 + i, 1, 128, 4096, 148), {}) for i in sets]
     if name == "batch-cap":
-        candidate = getattr(core, "_TRTLLM_GEN_MLA_MAX_BATCH")
+        candidate = core._TRTLLM_GEN_MLA_MAX_BATCH
         return [((4 << 20, 1, 128, 512, 148, 128 * (1 + i), candidate, "auto", None), {}) for i in sets]
     if name == "nearest-profile-cached":
         config = nearest_profile_specs(core, device)
