@@ -24,7 +24,7 @@ import os
 import threading
 from typing import Any, Optional
 
-from . import config, lazy_rows, lookup, plan_providers, runtime_report, tripwire
+from . import config, lazy_rows, lookup, plan_providers, runtime_report, tripwire, watch
 from .adapters import Installation, Plan, bounded_memo
 from .judgement import BOUND, judge_release
 from .errors import warn
@@ -66,6 +66,7 @@ def ensure_installed() -> Snapshot:
     from an import hook.  What the call API does on every new generation."""
     with _lock:
         _raise_kept_error()
+        watch.take_error()  # strict: growth the runtime watch saw and could not bound
         if _state.phase == "not-installed" and not _state.explicit:
             _install(config.resolve_all())
         return snapshot()
@@ -255,6 +256,7 @@ def _activate() -> None:
     bounded = bool(installation.patched()) or any(_state.verdicts[n].kind == BOUND for n in _state.waiting)
     _set_phase("installed" if bounded or not problems else "unsupported")
     _log_summary()
+    watch.start(_state.settings["watch"].value, _strict(), _cache_size())  # fi_compat.watch: growth by behaviour
     try:
         _settle(set(_state.waiting.values()))
     except BaseException:
@@ -302,7 +304,7 @@ def uninstall() -> dict[str, Any]:
 
 
 def _uninstall() -> None:
-    leftovers: list[str] = tripwire.disarm(_state.tripwire)
+    leftovers: list[str] = tripwire.disarm(_state.tripwire) + watch.stop()
     for installation in (_state.extras, _state.installation):
         if installation is not None:
             leftovers += installation.remove()
@@ -336,5 +338,6 @@ def status(*, walk: bool = True) -> dict[str, Any]:
 
     with _lock:
         view = render(snapshot())
+    view["watch"] = watch.report()
     view["walked"] = walked(view) if walk else None
     return view

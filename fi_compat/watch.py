@@ -1,0 +1,729 @@
+"""The runtime watch: per-request growth in flashinfer's memory, whatever its name.
+
+Every bound in :mod:`fi_compat.bounds` hangs on a name; a memo flashinfer
+renames, moves or writes by hand escapes them all.  The watch looks at
+behaviour instead.  After :func:`fi_compat.install` it finds the containers
+flashinfer's modules hold (``functools`` caches, dicts, sets, lists,
+``threading.local`` attributes, closure cells, instance and class attributes:
+the links :mod:`fi_compat.memo_walk` follows), reads their sizes again and
+again, and when one keeps growing:
+
+* a ``functools``-style memo with no bound (``functools.cache``,
+  ``lru_cache(None)``) that no row names is bounded where it is bound (every
+  attribute of a loaded flashinfer module holding it, a class attribute under
+  its ``staticmethod``/``classmethod``, a decorator's closure cell or
+  ``__wrapped__``): a memo of :func:`fi_compat.proxies.memoized_function` with
+  the same name, signature and ``functools`` API, an LRU of ``cache_size``
+  entries keyed on the call's arguments as they are;
+  ``uninstall()`` restores the original.  One WARNING says so: module,
+  function, entries, growth, and which key positions vary;
+* any other growing container (a dict, set or list on a module, class or
+  instance, a ``threading.local`` attribute, a dict in a closure cell) cannot
+  be bounded safely (what evicting an entry does to flashinfer is unknown):
+  one WARNING names every such container with its holder and flashinfer
+  source line; under strict, :class:`~fi_compat.errors.UnboundedGrowthError`,
+  raised at the next fi_compat call (nothing can be raised through the
+  garbage collector's callback the watch runs in).
+
+Setting: ``FI_COMPAT_WATCH`` = ``bound`` (default), ``warn`` (report, change
+nothing) or ``off`` (no callback is registered).
+
+How it runs, and what it costs: no thread.  It piggybacks on the garbage
+collector (:data:`gc.callbacks`), which the decode host path triggers on its
+own as it allocates, in whatever thread runs the decode and whatever
+flashinfer function is being called.  A callback that is not due returns after
+one clock read (about 0.1 us).  A due one runs one *step* of at most
+:data:`STEP_BUDGET_S` (2 ms: the longest the watch holds the GIL), then waits
+until its total time is at most :data:`DUTY` (0.5 %) of the time since it
+started, after a start-up allowance of :data:`STARTUP_ALLOWANCE_S` that
+finds the decode path's containers quickly.  ``benchmarks/watch_overhead.py``
+prints the decode host path's time with and without it.
+
+What a step does, in this order:
+
+1. *samples the stack*: the flashinfer modules whose code is running (the
+   frames under the allocation that started the collection) are walked first:
+   the memo a decode fills is found within its first calls;
+2. *walks* the queued roots a bounded slice at a time: those modules, then the
+   flashinfer modules they hold (re-exports, ``from . import``), then every
+   other loaded flashinfer module; a full pass is repeated at growing
+   intervals so containers created later (a singleton's dicts) are found;
+3. *samples sizes*: one pass reads the size of every tracked container (one
+   ``len`` or ``cache_info``); a container unchanged for a while is read less
+   often (at most every :data:`MAX_SKIP` passes), so growth that begins late,
+   past a 128K context, is seen within a few passes of its start;
+4. *judges*: a container whose size grew in each of its last
+   :data:`RISES` readings, by at least :data:`MIN_GROWTH` entries since it was
+   first read, is growing per request.  A bounded ``functools`` cache
+   (``lru_cache(maxsize=N)``) is never judged: it is bounded already.
+
+The watch imports nothing and takes no lock but the ones ``logging`` and
+``warnings`` take to report; flashinfer's answers do not change (a bounded
+memo returns what the function returns; an evicted entry is recomputed).
+Failure behaviour: anything a step raises is logged once at DEBUG and the
+watch stops; flashinfer is left as it is.
+"""
+
+from __future__ import annotations
+
+import _thread
+import functools
+import gc
+import logging
+import sys
+import time
+import types
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Iterator, Optional
+
+from . import config, memo_walk
+from .adapters.base import Installation, Plan, PatchStep
+from .cache import BoundedCache
+from .errors import UnboundedGrowthError, UnboundedGrowthWarning, warn
+from .proxies import is_fi_compat_proxy, memoized_function
+from .specs import CORE_MODULE, DECODE
+
+logger = logging.getLogger("fi_compat.watch")
+
+MODES = config.WATCH_MODES
+DEFAULT_MODE = config.DEFAULT_WATCH
+
+#: Longest single step (the most the watch holds the GIL at a time).
+STEP_BUDGET_S = 0.002
+#: Share of the process's time the watch may take once the start-up allowance is spent.
+DUTY = 0.005
+#: Watch time allowed on top of DUTY at the start, to find the decode path's containers early ...
+STARTUP_ALLOWANCE_S = 0.25
+#: ... spent at most at this share of the time (a step, then four steps' time without one).
+STARTUP_DUTY = 0.2
+#: A container is growing when it gained this many entries since first read ...
+MIN_GROWTH = 128
+#: ... and grew in each of its last RISES readings.
+RISES = 3
+#: An unchanged container is read at most every MAX_SKIP passes.
+MAX_SKIP = 8
+#: The most containers tracked (each read costs about 0.2 us; each is kept alive by the watch).
+MAX_TRACKED = 20_000
+#: Frames of the stack sampled at a collection.
+STACK_DEPTH = 40
+#: Seconds between full re-walks, doubled each time up to MAX_REWALK_S.
+FIRST_REWALK_S = 1.0
+MAX_REWALK_S = 120.0
+#: Keys read to tell which key positions vary.
+KEYS_READ = 2_000
+
+FUNCTOOLS, DICT, SET, LIST = "functools", "dict", "set", "list"
+_LOCAL = _thread._local
+
+
+@dataclass(eq=False)
+class Tracked:
+    """One container the watch reads: what it is, where flashinfer holds it, its sizes."""
+
+    obj: Any
+    kind: str
+    path: str
+    where: str
+    first: int
+    last: int
+    rises: int = 0
+    skip: int = 0  # passes to skip before the next read
+    idle: int = 0  # consecutive unchanged readings
+    reported: bool = False
+    hot: bool = False  # reached from a module the decode path runs in: read every step
+
+    @property
+    def gained(self) -> int:
+        return self.last - self.first
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "where": self.where, "entries": self.last, "gained": self.gained}
+
+
+@dataclass
+class Finding:
+    """A growing container and what the watch did about it (``bounded``, ``warned`` or ``error``)."""
+
+    tracked: Tracked
+    action: str
+    varying: str
+    patched: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.tracked.as_dict(), "action": self.action, "varying": self.varying, "patched": self.patched}
+
+
+def _size(tracked: Tracked) -> int:
+    obj = tracked.obj
+    if tracked.kind == FUNCTOOLS:
+        return int(obj.cache_info().currsize)
+    return len(obj)
+
+
+def _read(tracked: Tracked) -> None:
+    """One reading of a container's size (skipped while it is resting after unchanged readings)."""
+    if tracked.skip:
+        tracked.skip -= 1
+        return
+    try:
+        size = _size(tracked)
+    except Exception:  # noqa: BLE001  (gone or unreadable: never judged)
+        return
+    if size > tracked.last:
+        tracked.rises += 1
+        tracked.idle = 0
+    else:
+        tracked.rises = 0
+        tracked.idle += 1
+        tracked.skip = min(tracked.idle, MAX_SKIP) - 1
+    tracked.last = size
+
+
+def _flashinfer(name: Any) -> bool:
+    return isinstance(name, str) and (name == memo_walk.PACKAGE or name.startswith(memo_walk.PACKAGE + "."))
+
+
+def _unbounded_functools(value: Any) -> bool:
+    try:
+        return value.cache_info().maxsize is None
+    except Exception:  # noqa: BLE001  (a cache_info that raises is no cache the watch can read)
+        return False
+
+
+def _children(value: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, _LOCAL):  # the running thread's attributes (the decode thread's, mostly)
+        yield from list(vars(value).items())
+        return
+    if isinstance(value, (set, list)):
+        return
+    yield from memo_walk._children(value)
+
+
+def _worth(value: Any) -> bool:
+    if isinstance(value, (set, list, _LOCAL)) and not isinstance(value, (frozenset, tuple)):
+        return True
+    return memo_walk._worth_following(value)
+
+
+def _kind(value: Any) -> Optional[str]:
+    if is_fi_compat_proxy(value):
+        return None  # fi_compat's own memo: bounded, and its contents are not flashinfer's
+    if memo_walk._is_cache(value):
+        return FUNCTOOLS if _unbounded_functools(value) else None
+    if isinstance(value, memo_walk.DICT_TYPES):
+        return DICT
+    if isinstance(value, set):
+        return SET
+    if isinstance(value, list):
+        return LIST
+    return None
+
+
+def varying_positions(keys: list[Any], names: tuple[str, ...] = ()) -> str:
+    """Which positions of a memo's keys take more than one value, as text
+    (``"2 (profile_seq_len)"``); ``"the whole key"`` for scalar keys."""
+    if not keys:
+        return "unknown"
+    tuples = [k for k in keys if isinstance(k, tuple)]
+    if len(tuples) < len(keys) or not tuples:
+        return "the whole key"
+    width = min(len(k) for k in tuples)
+    varying = []
+    for position in range(width):
+        try:
+            values = {k[position] for k in tuples}
+        except TypeError:
+            values = {id(k[position]) for k in tuples}
+        if len(values) > 1:
+            varying.append(position)
+    if not varying:
+        return "keyword arguments or key length"
+    return ", ".join(f"{p} ({names[p]})" if p < len(names) else str(p) for p in varying)
+
+
+def _functools_keys(cache: Any) -> list[Any]:
+    """Keys of a C ``functools`` cache, read through the garbage collector's view of it."""
+    try:
+        size = cache.cache_info().currsize
+        for referent in gc.get_referents(cache):
+            if isinstance(referent, dict) and len(referent) == size and referent is not getattr(cache, "__dict__", None):
+                return list(referent)[:KEYS_READ]
+    except Exception:  # noqa: BLE001
+        pass
+    return []
+
+
+def _parameter_names(function: Any) -> tuple[str, ...]:
+    code = getattr(memo_walk.inspect_unwrap(function), "__code__", None)
+    if isinstance(code, types.CodeType):
+        return tuple(code.co_varnames[: code.co_argcount + code.co_posonlyargcount])
+    return ()
+
+
+class _Resume:
+    """Where the walk stopped inside one object's links (a step ends on time, not on an object)."""
+
+    __slots__ = ("children", "here")
+
+    def __init__(self, children: Iterator[tuple[str, Any]], here: str) -> None:
+        self.children, self.here = children, here
+
+
+class Watch:
+    """The state of one watch (one install).  Driven by :func:`_on_collection`."""
+
+    def __init__(self, mode: str, strict: bool, cache_size: int, clock: Callable[[], float] = time.perf_counter):
+        self.mode, self.strict, self.cache_size, self.clock = mode, strict, cache_size, clock
+        self.started = clock()
+        self.spent = 0.0
+        self.steps = 0
+        self.longest = 0.0
+        self.next_at = 0.0
+        self.roots: deque[tuple[str, Any, int]] = deque()  # level 2: running code's module, 1: its neighbour
+        self.rooted: set[int] = set()  # modules (by id) queued or walked this pass
+        self.seen: set[int] = set()
+        self.stack: list[tuple[str, Any, int, str, bool]] = []
+        self.tracked: dict[int, Tracked] = {}
+        self.order: list[Tracked] = []
+        self.hot: list[Tracked] = []
+        self.cursor = 0
+        self.passes = 0
+        self.all_queued = False
+        self.rewalk_at = self.started + FIRST_REWALK_S
+        self.rewalk_gap = FIRST_REWALK_S
+        self.findings: list[Finding] = []
+        self.installation = Installation()
+        self.error: Optional[BaseException] = None
+        self.failed: Optional[str] = None
+        self.slow_steps: list[tuple[float, int, int, int]] = []
+
+    # ------------------------------------------------------------------ the step
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_at
+
+    def step(self, frame: Any) -> None:
+        """One bounded slice of work; schedules the next one so the duty cycle holds."""
+        start = self.clock()
+        self._sample_stack(frame)
+        if start >= self.rewalk_at and not self.stack and not self.roots:
+            self._rewalk(start)
+        for tracked in self.hot:
+            _read(tracked)
+        self._judge(self.hot)
+        self._walk(self.clock() + STEP_BUDGET_S / 2)
+        if self._read_sizes(self.clock() + STEP_BUDGET_S / 2):
+            self._judge(self.order)
+        end = self.clock()
+        took = end - start
+        self.spent += took
+        self.steps += 1
+        self.longest = max(self.longest, took)
+        if took > STEP_BUDGET_S * 2:
+            self.slow_steps.append((round(took * 1e3, 2), self.passes, len(self.order), len(self.roots)))
+        allowed = STARTUP_ALLOWANCE_S + DUTY * (end - self.started)
+        if self.spent < allowed:
+            self.next_at = end + took / STARTUP_DUTY - took
+        else:  # wait until the time spent is within DUTY of the time since the start again
+            self.next_at = end + (self.spent - allowed) / DUTY
+
+    def _sample_stack(self, frame: Any) -> None:
+        modules = sys.modules
+        for _ in range(STACK_DEPTH):
+            if frame is None:
+                break
+            name = frame.f_globals.get("__name__")
+            if _flashinfer(name):
+                module = modules.get(name)
+                if module is not None and id(module) not in self.rooted:
+                    self.rooted.add(id(module))
+                    self.roots.appendleft((name, module, 2))
+            frame = frame.f_back
+
+    def _queue_module(self, name: str, level: int = 0) -> None:
+        """Queue a module to walk: ``level`` 2 for a module the decode path runs in,
+        1 for one such a module holds names of (walked next, its containers read every step), else 0."""
+        module = sys.modules.get(name)
+        if module is not None and id(module) not in self.rooted:
+            self.rooted.add(id(module))
+            if level:
+                self.roots.appendleft((name, module, level))
+            else:
+                self.roots.append((name, module, level))
+
+    def _rewalk(self, now: float) -> None:
+        self.rooted.clear()
+        self.seen.clear()
+        self.all_queued = False
+        self.rewalk_gap = min(self.rewalk_gap * 2, MAX_REWALK_S)
+        self.rewalk_at = now + self.rewalk_gap
+
+    def _walk(self, deadline: float) -> None:
+        clock, seen, stack = self.clock, self.seen, self.stack
+        while True:
+            if not stack:
+                if not self.roots:
+                    if self.all_queued:
+                        return
+                    for name in sorted(n for n in list(sys.modules) if _flashinfer(n)):
+                        self._queue_module(name)
+                    self.all_queued = True
+                    if not self.roots:
+                        return
+                name, module, level = self.roots.popleft()
+                level = 2 if name == CORE_MODULE else level
+                hot = level == 2
+                where = memo_walk._module_where(module)
+                for attribute, item in reversed(list(getattr(module, "__dict__", {}).items())):
+                    if attribute.startswith("__") and attribute.endswith("__"):
+                        continue
+                    if isinstance(item, types.ModuleType):
+                        if _flashinfer(getattr(item, "__name__", None)):
+                            self._queue_module(item.__name__, level - 1)
+                        continue
+                    owner = getattr(item, "__module__", None)
+                    if _flashinfer(owner) and owner != name and isinstance(owner, str):
+                        # a re-export: its home module holds its memo's neighbours
+                        self._queue_module(owner, level - 1)
+                    if id(item) not in seen:
+                        seen.add(id(item))
+                        if _worth(item):
+                            # a module's own containers are read from this step on; what they hold, later
+                            self._record(f"{name}.{attribute}", item, where, hot)
+                            stack.append((f"{name}.{attribute}", item, 1, where, hot))
+                if clock() >= deadline:
+                    return
+                continue
+            path, value, depth, context, hot = stack.pop()
+            if type(value) is _Resume:  # the rest of a large object's links, left by an earlier step
+                children, here, depth = value.children, value.here, depth
+            else:
+                here = self._record(path, value, context, hot)
+                if depth >= memo_walk.MAX_DEPTH:
+                    continue
+                children = _children(value)
+            visited = 0
+            try:
+                for link, child in children:
+                    visited += 1
+                    if id(child) not in seen:
+                        seen.add(id(child))
+                        if _worth(child):
+                            joined = f"{path}.{link}" if link and not link.startswith("[") else f"{path}{link}"
+                            stack.append((joined, child, depth + 1, here, hot))
+                    if visited % 16 == 0 and clock() >= deadline:
+                        stack.append((path, _Resume(children, here), depth, context, hot))
+                        return
+            except Exception:  # noqa: BLE001  (an object whose attributes raise: the rest is not walked)
+                pass
+            if clock() >= deadline:
+                return
+
+    def _record(self, path: str, value: Any, context: str, hot: bool) -> str:
+        kind = _kind(value)
+        if kind is not None and id(value) not in self.tracked and len(self.tracked) < MAX_TRACKED:
+            where = memo_walk._code_where(value) if kind == FUNCTOOLS else context
+            tracked = Tracked(value, kind, path, where or context, 0, 0, hot=hot)
+            try:
+                tracked.first = tracked.last = _size(tracked)
+            except Exception:  # noqa: BLE001
+                return context
+            self.tracked[id(value)] = tracked
+            (self.hot if hot else self.order).append(tracked)
+        if isinstance(value, type):
+            return memo_walk._class_where(value)
+        if isinstance(value, types.FunctionType):
+            return memo_walk._code_where(value) or context
+        return context
+
+    def _read_sizes(self, deadline: float) -> bool:
+        """Continue the pass over the tracked containers; True when a pass ended."""
+        order, clock = self.order, self.clock
+        count = len(order)
+        while self.cursor < count:
+            tracked = order[self.cursor]
+            self.cursor += 1
+            _read(tracked)
+            if self.cursor % 16 == 0 and clock() >= deadline:
+                return False
+        self.cursor = 0
+        self.passes += 1
+        return True
+
+    # ------------------------------------------------------------------ verdicts
+
+    def _judge(self, candidates: list[Tracked]) -> None:
+        growing = [t for t in candidates if not t.reported and t.rises >= RISES and t.gained >= MIN_GROWTH]
+        if not growing:
+            return
+        unbounded: list[Finding] = []
+        for tracked in growing:
+            tracked.reported = True
+            if tracked.kind == FUNCTOOLS:
+                finding = self._functools(tracked)
+                if finding.action != "bounded":
+                    unbounded.append(finding)
+            else:
+                keys = list(tracked.obj)[:KEYS_READ] if tracked.kind in (DICT, SET) else []
+                finding = Finding(tracked, "warned", varying_positions(keys) if keys else "n/a")
+                unbounded.append(finding)
+            self.findings.append(finding)
+        if unbounded:
+            self._report_unbounded(unbounded)
+
+    def _functools(self, tracked: Tracked) -> Finding:
+        cache = tracked.obj
+        varying = varying_positions(_functools_keys(cache), _parameter_names(cache))
+        finding = Finding(tracked, "warned", varying)
+        name = getattr(cache, "__qualname__", None) or tracked.path
+        module = getattr(cache, "__module__", "?")
+        growth = f"{tracked.last} entries, {tracked.gained} gained since the watch first read it"
+        if self.mode != "bound":
+            return finding
+        plan = bounding_plan(cache, self.cache_size, tracked.path)
+        if not plan.steps:
+            return finding
+        self.installation.apply(plan)
+        finding.action = "bounded"
+        finding.patched = [w for s in plan.steps for w in s.where()]
+        message = (
+            f"{module}.{name} (at {tracked.where}) is a functools memo without a bound that no fi_compat row "
+            f"names, and it grew per request: {growth}; key positions that vary: {varying}. fi_compat bounded "
+            f"it at {', '.join(finding.patched)} (an LRU of {self.cache_size} entries; uninstall() restores it)"
+        )
+        _report(message)
+        return finding
+
+    def _report_unbounded(self, findings: list[Finding]) -> None:
+        lines = [
+            f"{f.tracked.path} ({f.tracked.kind}, held at {f.tracked.where}): {f.tracked.last} entries, "
+            f"{f.tracked.gained} gained; varying key positions: {f.varying}"
+            for f in findings
+        ]
+        what = "left it unbounded" if self.mode == "bound" else "changed nothing (FI_COMPAT_WATCH=warn)"
+        message = (
+            f"flashinfer memory that grows per request, which fi_compat {what}: " + "; ".join(lines) + ". "
+            "Pin a release listed in docs/compatibility.md, or report it with `fi-compat doctor` output"
+        )
+        if self.strict:
+            for finding in findings:
+                finding.action = "error"
+            self.error = UnboundedGrowthError([f.tracked.path for f in findings], message)
+            logger.error("fi_compat: %s (FI_COMPAT_STRICT: raised at the next fi_compat call)", message)
+            return
+        _report(message)
+
+    # ------------------------------------------------------------------ reading it
+
+    def report(self) -> dict[str, Any]:
+        elapsed = max(self.clock() - self.started, 1e-9)
+        return {
+            "mode": self.mode,
+            "tracked": len(self.order) + len(self.hot),
+            "hot": len(self.hot),
+            "passes": self.passes,
+            "steps": self.steps,
+            "spent_s": round(self.spent, 4),
+            "share": round(self.spent / elapsed, 5),
+            "longest_step_ms": round(self.longest * 1e3, 3),
+            "findings": [f.as_dict() for f in self.findings],
+            "failed": self.failed,
+            "slow_steps": self.slow_steps[:20],
+            "error": None if self.error is None else str(self.error),
+        }
+
+
+def _report(message: str) -> None:
+    logger.warning("fi_compat: %s", message)
+    try:
+        warn(message, UnboundedGrowthWarning)
+    except Exception:  # noqa: BLE001  (-W error: nothing can be raised through a gc callback)
+        pass
+
+
+# ---------------------------------------------------------------------- bounding a functools memo
+
+
+def _raw_key(args: tuple, kwargs: dict) -> Optional[Hashable]:
+    return (args, tuple(sorted(kwargs.items()))) if kwargs else args
+
+
+def bounding_plan(cache: Any, cache_size: int, name: str) -> Plan:
+    """The plan that puts ``cache`` (a ``functools`` cache without a bound) behind a
+    bounded memo everywhere a loaded flashinfer module holds it: module
+    attributes, class attributes (under the same ``staticmethod`` /
+    ``classmethod``), and the closure cells and ``__wrapped__`` of the
+    functions those modules hold.  An engine module that imported the name
+    itself keeps the original (not scanned: that would read every module).
+    Cost: one identity test per attribute of each loaded flashinfer module
+    (a few ms on 0.7.4); runs once per memo."""
+    inner = getattr(cache, "__wrapped__", None)
+    if not callable(inner):
+        return Plan()
+
+    def compute(args: tuple, kwargs: dict, key: Hashable) -> Any:
+        return inner(*args, **kwargs)
+
+    def fallback(args: tuple, kwargs: dict) -> Any:
+        return inner(*args, **kwargs)
+
+    bounded = BoundedCache(f"watch: {name}", cache_size, keep_identity=True)
+    proxy = memoized_function(cache, bounded, _raw_key, compute, fallback)
+    steps: list[PatchStep] = []
+    plain: list[tuple[Any, str]] = []
+    clear_once: list[Callable[[], None]] = [cache.cache_clear]
+
+    def before() -> None:
+        while clear_once:
+            clear_once.pop()()
+
+    for module_name in sorted(n for n in list(sys.modules) if _flashinfer(n)):
+        module = sys.modules.get(module_name)
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for attribute, value in list(namespace.items()):
+            if value is cache:
+                plain.append((module, attribute))
+            elif isinstance(value, type) and _flashinfer(getattr(value, "__module__", None)):
+                for member, raw in list(vars(value).items()):
+                    if raw is cache:
+                        plain.append((value, member))
+                    elif isinstance(raw, (staticmethod, classmethod)) and raw.__func__ is cache:
+                        steps.append(PatchStep(name, raw, proxy, ((value, member),), before, type(raw)(proxy)))
+            elif isinstance(value, types.FunctionType) and value is not cache:
+                for cell in value.__closure__ or ():
+                    try:
+                        if cell.cell_contents is cache:
+                            plain.append((cell, "cell_contents"))
+                    except ValueError:
+                        continue
+                if vars(value).get("__wrapped__") is cache:
+                    plain.append((value, "__wrapped__"))
+    unique = list(dict.fromkeys(plain))
+    if unique:
+        steps.insert(0, PatchStep(name, cache, proxy, tuple(unique), before))
+    return Plan(steps, {bounded.name: bounded} if steps else {}, [])
+
+
+# ---------------------------------------------------------------------- the process's one watch
+
+_active: Optional[Watch] = None
+
+
+def _on_collection(phase: str, info: dict) -> None:
+    watch = _active
+    if watch is None or phase != "stop" or not watch.due(watch.clock()):
+        return
+    try:
+        watch.step(sys._getframe(1))
+    except Exception as exc:  # noqa: BLE001  (the watch never breaks the program it watches)
+        watch.failed = f"{type(exc).__name__}: {exc}"
+        logger.debug("fi_compat: the watch stopped: %s", watch.failed, exc_info=True)
+        stop_collecting()
+
+
+def stop_collecting() -> None:
+    try:
+        gc.callbacks.remove(_on_collection)
+    except ValueError:
+        pass
+
+
+def _on_decode(frame: Any) -> None:
+    watch = _active
+    if watch is None or not watch.due(watch.clock()):
+        return
+    try:
+        watch.step(frame)
+    except Exception as exc:  # noqa: BLE001  (the watch never breaks the program it watches)
+        watch.failed = f"{type(exc).__name__}: {exc}"
+        logger.debug("fi_compat: the watch stopped: %s", watch.failed, exc_info=True)
+        stop_collecting()
+
+
+def _ticking(decode: Callable[..., Any]) -> Callable[..., Any]:
+    """``decode`` behind a pass-through that lets a due watch take its step
+    first: one global read and one clock read per call (about 0.1 us) when none
+    is due.  Same name, signature (``__wrapped__``) and module as ``decode``."""
+
+    @functools.wraps(decode)
+    def ticking(*args: Any, **kwargs: Any) -> Any:
+        watch = _active
+        if watch is not None and watch.clock() >= watch.next_at:
+            _on_decode(sys._getframe(0))
+        return decode(*args, **kwargs)
+
+    ticking._fi_compat_wrapper = True  # type: ignore[attr-defined]
+    ticking._fi_compat_original = decode  # type: ignore[attr-defined]
+    ticking.fi_compat_deactivate = lambda: None  # type: ignore[attr-defined]  (a pass-through already)
+    return ticking
+
+
+def _tick_plan() -> Plan:
+    """The decode function (engines call it once per batch) behind :func:`_ticking`
+    at every module attribute that holds it (an engine's ``from flashinfer... import``
+    included; a reference a caller keeps elsewhere keeps the original): the
+    per-batch tick of the watch.  Empty when the release has no such function."""
+    core = sys.modules.get(CORE_MODULE)
+    decode = getattr(core, DECODE.name, None) if core is not None else None
+    if not callable(decode):
+        return Plan()
+    # every module: an engine that imported the name at start-up calls it through its own attribute
+    targets = tuple(
+        (module, attribute)
+        for module in list(sys.modules.values())
+        if isinstance(getattr(module, "__dict__", None), dict) and module is not sys.modules.get(__name__)
+        for attribute, value in list(vars(module).items())
+        if value is decode
+    )
+    return Plan([PatchStep(f"watch tick: {DECODE.qualname}", decode, _ticking(decode), targets)], {}, [])
+
+
+def start(mode: str, strict: bool, cache_size: int) -> Optional[Watch]:
+    """Start the watch (mode ``bound`` or ``warn``; ``off`` starts nothing).  Called by
+    the installer once flashinfer is imported and the rows are installed.
+    Cost: one scan of flashinfer's module attributes for the decode function
+    (about a millisecond); the work is done in later steps."""
+    global _active
+    stop()
+    if mode == "off":
+        return None
+    watch = _active = Watch(mode, strict, cache_size)
+    watch._queue_module(CORE_MODULE, 2)  # the decode path's own module first; every other one follows
+    try:
+        watch.installation.apply(_tick_plan())
+    except Exception as exc:  # noqa: BLE001  (no tick from decode: the collector's still comes)
+        logger.debug("fi_compat: the watch has no decode tick: %s", exc)
+    gc.callbacks.append(_on_collection)
+    return _active
+
+
+def stop() -> list[str]:
+    """Stop the watch and restore every memo it bounded; returns what could not be restored."""
+    global _active
+    stop_collecting()
+    watch, _active = _active, None
+    return [] if watch is None else watch.installation.remove()
+
+
+def current() -> Optional[Watch]:
+    return _active
+
+
+def report() -> Optional[dict[str, Any]]:
+    """What ``status()["watch"]`` shows (``None`` when the watch is off or not started)."""
+    watch = _active
+    return None if watch is None else watch.report()
+
+
+def take_error() -> None:
+    """Raise (once) the strict error the watch kept."""
+    watch = _active
+    if watch is not None and watch.error is not None:
+        error, watch.error = watch.error, None
+        raise error
+
+
+__all__ = ["DEFAULT_MODE", "MODES", "Watch", "bounding_plan", "current", "report", "start", "stop", "take_error"]
