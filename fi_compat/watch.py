@@ -149,9 +149,13 @@ class Finding:
     action: str
     varying: str
     patched: list[str] = field(default_factory=list)
+    seen: dict[str, Any] = field(default_factory=dict)  # the container as the watch judged it
+
+    def __post_init__(self) -> None:
+        self.seen = self.tracked.as_dict()
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.tracked.as_dict(), "action": self.action, "varying": self.varying, "patched": self.patched}
+        return {**self.seen, "action": self.action, "varying": self.varying, "patched": self.patched}
 
 
 def _size(tracked: Tracked) -> int:
@@ -227,7 +231,7 @@ def varying_positions(keys: list[Any], names: tuple[str, ...] = ()) -> str:
         return "unknown"
     tuples = [k for k in keys if isinstance(k, tuple)]
     if len(tuples) < len(keys) or not tuples:
-        return "the whole key"
+        return f"the whole key ({names[0]})" if len(names) == 1 else "the whole key"
     width = min(len(k) for k in tuples)
     varying = []
     for position in range(width):
@@ -293,6 +297,7 @@ class Watch:
         self.rewalk_at = self.started + FIRST_REWALK_S
         self.rewalk_gap = FIRST_REWALK_S
         self.findings: list[Finding] = []
+        self.bounding: deque[_Bounding] = deque()
         self.installation = Installation()
         self.error: Optional[BaseException] = None
         self.failed: Optional[str] = None
@@ -309,7 +314,9 @@ class Watch:
         self._sample_stack(frame)
         if start >= self.rewalk_at and not self.stack and not self.roots:
             self._rewalk(start)
+        self._continue_bounding(start + STEP_BUDGET_S)
         for tracked in self.hot:
+            tracked.skip = 0  # the decode path's own containers: every step (a few dozen reads)
             _read(tracked)
         self._judge(self.hot)
         self._walk(self.clock() + STEP_BUDGET_S / 2)
@@ -323,7 +330,9 @@ class Watch:
         if took > STEP_BUDGET_S * 2:
             self.slow_steps.append((round(took * 1e3, 2), self.passes, len(self.order), len(self.roots)))
         allowed = STARTUP_ALLOWANCE_S + DUTY * (end - self.started)
-        if self.spent < allowed:
+        if self.bounding:  # a memo being bounded: its holders' scan (a one-time few tens of ms) at half time
+            self.next_at = end + took
+        elif self.spent < allowed:
             self.next_at = end + took / STARTUP_DUTY - took
         else:  # wait until the time spent is within DUTY of the time since the start again
             self.next_at = end + (self.spent - allowed) / DUTY
@@ -462,7 +471,7 @@ class Watch:
             tracked.reported = True
             if tracked.kind == FUNCTOOLS:
                 finding = self._functools(tracked)
-                if finding.action != "bounded":
+                if finding.action == "warned":
                     unbounded.append(finding)
             else:
                 keys = list(tracked.obj)[:KEYS_READ] if tracked.kind in (DICT, SET) else []
@@ -481,19 +490,35 @@ class Watch:
         growth = f"{tracked.last} entries, {tracked.gained} gained since the watch first read it"
         if self.mode != "bound":
             return finding
-        plan = bounding_plan(cache, self.cache_size, tracked.path)
-        if not plan.steps:
-            return finding
-        self.installation.apply(plan)
-        finding.action = "bounded"
-        finding.patched = [w for s in plan.steps for w in s.where()]
+        finding.action = "bounding"
         message = (
             f"{module}.{name} (at {tracked.where}) is a functools memo without a bound that no fi_compat row "
             f"names, and it grew per request: {growth}; key positions that vary: {varying}. fi_compat bounded "
-            f"it at {', '.join(finding.patched)} (an LRU of {self.cache_size} entries; uninstall() restores it)"
+            f"it at {{where}} (an LRU of {self.cache_size} entries; uninstall() restores it)"
         )
-        _report(message)
+        self.bounding.append(_Bounding(finding, holders(cache), message=message))
         return finding
+
+    def _continue_bounding(self, deadline: float) -> None:
+        """Scan on for the holders of the memos being bounded; bound each whose scan ended."""
+        while self.bounding:
+            job = self.bounding[0]
+            for place in job.scan:
+                if place is not None:
+                    job.found.append(place)
+                elif self.clock() >= deadline:
+                    return
+            self.bounding.popleft()
+            tracked = job.finding.tracked
+            plan = bounding_plan(tracked.obj, self.cache_size, tracked.path, job.found)
+            if not plan.steps:
+                job.finding.action = "warned"
+                self._report_unbounded([job.finding])
+                continue
+            self.installation.apply(plan)
+            job.finding.action = "bounded"
+            job.finding.patched = [w for step in plan.steps for w in step.where()]
+            _report(job.message.format(where=", ".join(job.finding.patched)))
 
     def _report_unbounded(self, findings: list[Finding]) -> None:
         lines = [
@@ -549,18 +574,50 @@ def _raw_key(args: tuple, kwargs: dict) -> Optional[Hashable]:
     return (args, tuple(sorted(kwargs.items()))) if kwargs else args
 
 
-def bounding_plan(cache: Any, cache_size: int, name: str) -> Plan:
+def holders(cache: Any) -> Iterator[Optional[tuple[Any, str, Any]]]:
+    """Where loaded flashinfer modules hold ``cache``: ``(owner, attribute, raw)``
+    for module attributes, class attributes (``raw`` the ``staticmethod`` /
+    ``classmethod`` around it, else ``cache``), closure cells
+    (``"cell_contents"``) and ``__wrapped__`` of the functions each module
+    defines; ``None`` after each module, so a caller can stop on time and
+    resume.  An engine module that imported the name itself is not scanned
+    (that would read every module); it keeps the original.  Cost: one identity
+    test per attribute of each loaded flashinfer module (25-30 ms in all on 0.7.4's
+    557 modules)."""
+    for module_name in sorted(n for n in list(sys.modules) if _flashinfer(n)):
+        module = sys.modules.get(module_name)
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict):
+            for attribute, value in list(namespace.items()):
+                if value is cache:
+                    yield module, attribute, cache
+                elif isinstance(value, type) and getattr(value, "__module__", None) == module_name:
+                    for member, raw in list(vars(value).items()):
+                        if raw is cache or (isinstance(raw, (staticmethod, classmethod)) and raw.__func__ is cache):
+                            yield value, member, raw
+                elif isinstance(value, types.FunctionType) and value is not cache and value.__module__ == module_name:
+                    for cell in value.__closure__ or ():
+                        try:
+                            if cell.cell_contents is cache:
+                                yield cell, "cell_contents", cache
+                        except ValueError:
+                            continue
+                    if vars(value).get("__wrapped__") is cache:
+                        yield value, "__wrapped__", cache
+        yield None
+
+
+def bounding_plan(cache: Any, cache_size: int, name: str, found: Optional[list[tuple[Any, str, Any]]] = None) -> Plan:
     """The plan that puts ``cache`` (a ``functools`` cache without a bound) behind a
-    bounded memo everywhere a loaded flashinfer module holds it: module
-    attributes, class attributes (under the same ``staticmethod`` /
-    ``classmethod``), and the closure cells and ``__wrapped__`` of the
-    functions those modules hold.  An engine module that imported the name
-    itself keeps the original (not scanned: that would read every module).
-    Cost: one identity test per attribute of each loaded flashinfer module
-    (a few ms on 0.7.4); runs once per memo."""
+    bounded memo at every place :func:`holders` finds (or at ``found``, what it
+    found): a :func:`fi_compat.proxies.memoized_function` with the original's
+    name and signature, an LRU of ``cache_size`` entries keyed on the call's
+    arguments as they are; a class attribute gets the same descriptor back.
+    Applying it releases what ``cache`` holds.  Empty when nothing holds it."""
     inner = getattr(cache, "__wrapped__", None)
     if not callable(inner):
         return Plan()
+    places = [h for h in holders(cache) if h is not None] if found is None else found
 
     def compute(args: tuple, kwargs: dict, key: Hashable) -> Any:
         return inner(*args, **kwargs)
@@ -570,41 +627,30 @@ def bounding_plan(cache: Any, cache_size: int, name: str) -> Plan:
 
     bounded = BoundedCache(f"watch: {name}", cache_size, keep_identity=True)
     proxy = memoized_function(cache, bounded, _raw_key, compute, fallback)
-    steps: list[PatchStep] = []
-    plain: list[tuple[Any, str]] = []
     clear_once: list[Callable[[], None]] = [cache.cache_clear]
 
     def before() -> None:
         while clear_once:
             clear_once.pop()()
 
-    for module_name in sorted(n for n in list(sys.modules) if _flashinfer(n)):
-        module = sys.modules.get(module_name)
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        for attribute, value in list(namespace.items()):
-            if value is cache:
-                plain.append((module, attribute))
-            elif isinstance(value, type) and _flashinfer(getattr(value, "__module__", None)):
-                for member, raw in list(vars(value).items()):
-                    if raw is cache:
-                        plain.append((value, member))
-                    elif isinstance(raw, (staticmethod, classmethod)) and raw.__func__ is cache:
-                        steps.append(PatchStep(name, raw, proxy, ((value, member),), before, type(raw)(proxy)))
-            elif isinstance(value, types.FunctionType) and value is not cache:
-                for cell in value.__closure__ or ():
-                    try:
-                        if cell.cell_contents is cache:
-                            plain.append((cell, "cell_contents"))
-                    except ValueError:
-                        continue
-                if vars(value).get("__wrapped__") is cache:
-                    plain.append((value, "__wrapped__"))
-    unique = list(dict.fromkeys(plain))
-    if unique:
-        steps.insert(0, PatchStep(name, cache, proxy, tuple(unique), before))
+    plain = tuple(dict.fromkeys((owner, attribute) for owner, attribute, raw in places if raw is cache))
+    steps = [PatchStep(name, cache, proxy, plain, before)] if plain else []
+    steps += [
+        PatchStep(name, raw, proxy, ((owner, attribute),), before, type(raw)(proxy))
+        for owner, attribute, raw in places
+        if raw is not cache
+    ]
     return Plan(steps, {bounded.name: bounded} if steps else {}, [])
+
+
+@dataclass(eq=False)
+class _Bounding:
+    """A functools memo being bounded: the scan for its holders, resumed step by step."""
+
+    finding: Finding
+    scan: Iterator[Optional[tuple[Any, str, Any]]]
+    found: list[tuple[Any, str, Any]] = field(default_factory=list)
+    message: str = ""
 
 
 # ---------------------------------------------------------------------- the process's one watch

@@ -78,7 +78,9 @@ def _moved(rename: bool, decorator: str | None) -> Callable[[str], dict[str, str
         moved = move_functions(source, names, "_batch_mla._tuning")
         # the moved module reads the core module's names: it sits one package deeper than move_functions assumes
         moved = moved.replace("__name__.rpartition('.')[0] + '._core'", "'flashinfer.mla._core'")
-        return {CORE_FILE: source.result(), MOVED_FILE: moved}
+        core = source.result().replace("from . import _batch_mla._tuning as _drift_moved",
+                                       "from ._batch_mla import _tuning as _drift_moved")
+        return {CORE_FILE: core, MOVED_FILE: moved}
 
     return change
 

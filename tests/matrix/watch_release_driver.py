@@ -88,7 +88,15 @@ def main(out: str, edit: str, lengths: int) -> int:
             report["watched"] = [drive("watched", values, expected.container) for values in phase_lengths(2)]
         report["warnings"] = [{"category": w.category.__name__, "message": str(w.message)} for w in caught]
         report["status"] = fi_compat.status(walk=False)
+        places = []  # every place the watch bounded a memo: (module, attribute, the flashinfer cache it replaced)
+        for finding in report["status"]["watch"]["findings"]:
+            for where in finding["patched"]:
+                module_name, attribute = where.rsplit(".", 1)
+                module = sys.modules[module_name]
+                places.append((module, attribute, getattr(module, attribute).__wrapped__))
         fi_compat.uninstall()
+        report["restored"] = [getattr(m, a) is original for m, a, original in places]
+        report["restored"] = report["restored"] and all(report["restored"])
     with open(out, "w") as handle:
         json.dump(report, handle, default=str)
     return 0
