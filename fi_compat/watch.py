@@ -92,9 +92,9 @@ DEFAULT_MODE = config.DEFAULT_WATCH
 #: Longest single step (the most the watch holds the GIL at a time).
 STEP_BUDGET_S = 0.002
 #: Share of the process's time the watch may take once the start-up allowance is spent.
-DUTY = 0.005
+DUTY = 0.003
 #: Watch time allowed on top of DUTY at the start, to find the decode path's containers early ...
-STARTUP_ALLOWANCE_S = 0.25
+STARTUP_ALLOWANCE_S = 0.1
 #: ... spent at most at this share of the time (a step, then four steps' time without one).
 STARTUP_DUTY = 0.2
 #: A container is growing when it gained this many entries since first read ...
@@ -251,7 +251,11 @@ def _functools_keys(cache: Any) -> list[Any]:
     try:
         size = cache.cache_info().currsize
         for referent in gc.get_referents(cache):
-            if isinstance(referent, dict) and len(referent) == size and referent is not getattr(cache, "__dict__", None):
+            if (
+                isinstance(referent, dict)
+                and len(referent) == size
+                and referent is not getattr(cache, "__dict__", None)
+            ):
                 return list(referent)[:KEYS_READ]
     except Exception:  # noqa: BLE001
         pass
@@ -283,6 +287,7 @@ class Watch:
         self.spent = 0.0
         self.steps = 0
         self.longest = 0.0
+        self.longest_cpu = 0.0  # the same step's CPU time: on a loaded host, wall time counts being descheduled
         self.next_at = 0.0
         self.roots: deque[tuple[str, Any, int]] = deque()  # level 2: running code's module, 1: its neighbour
         self.rooted: set[int] = set()  # modules (by id) queued or walked this pass
@@ -310,7 +315,7 @@ class Watch:
 
     def step(self, frame: Any) -> None:
         """One bounded slice of work; schedules the next one so the duty cycle holds."""
-        start = self.clock()
+        start, start_cpu = self.clock(), time.thread_time()
         self._sample_stack(frame)
         if start >= self.rewalk_at and not self.stack and not self.roots:
             self._rewalk(start)
@@ -327,6 +332,7 @@ class Watch:
         self.spent += took
         self.steps += 1
         self.longest = max(self.longest, took)
+        self.longest_cpu = max(self.longest_cpu, time.thread_time() - start_cpu)
         if took > STEP_BUDGET_S * 2:
             self.slow_steps.append((round(took * 1e3, 2), self.passes, len(self.order), len(self.roots)))
         allowed = STARTUP_ALLOWANCE_S + DUTY * (end - self.started)
@@ -552,6 +558,7 @@ class Watch:
             "spent_s": round(self.spent, 4),
             "share": round(self.spent / elapsed, 5),
             "longest_step_ms": round(self.longest * 1e3, 3),
+            "longest_step_cpu_ms": round(self.longest_cpu * 1e3, 3),
             "findings": [f.as_dict() for f in self.findings],
             "failed": self.failed,
             "slow_steps": self.slow_steps[:20],
@@ -570,7 +577,7 @@ def _report(message: str) -> None:
 # ---------------------------------------------------------------------- bounding a functools memo
 
 
-def _raw_key(args: tuple, kwargs: dict) -> Optional[Hashable]:
+def _raw_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[Hashable]:
     return (args, tuple(sorted(kwargs.items()))) if kwargs else args
 
 
@@ -619,10 +626,10 @@ def bounding_plan(cache: Any, cache_size: int, name: str, found: Optional[list[t
         return Plan()
     places = [h for h in holders(cache) if h is not None] if found is None else found
 
-    def compute(args: tuple, kwargs: dict, key: Hashable) -> Any:
+    def compute(args: tuple[Any, ...], kwargs: dict[str, Any], key: Hashable) -> Any:
         return inner(*args, **kwargs)
 
-    def fallback(args: tuple, kwargs: dict) -> Any:
+    def fallback(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return inner(*args, **kwargs)
 
     bounded = BoundedCache(f"watch: {name}", cache_size, keep_identity=True)
@@ -658,7 +665,7 @@ class _Bounding:
 _active: Optional[Watch] = None
 
 
-def _on_collection(phase: str, info: dict) -> None:
+def _on_collection(phase: str, info: dict[str, Any]) -> None:
     watch = _active
     if watch is None or phase != "stop" or not watch.due(watch.clock()):
         return
@@ -703,7 +710,7 @@ def _ticking(decode: Callable[..., Any]) -> Callable[..., Any]:
 
     ticking._fi_compat_wrapper = True  # type: ignore[attr-defined]
     ticking._fi_compat_original = decode  # type: ignore[attr-defined]
-    ticking.fi_compat_deactivate = lambda: None  # type: ignore[attr-defined]  (a pass-through already)
+    ticking.fi_compat_deactivate = lambda: None  # type: ignore[attr-defined]
     return ticking
 
 
