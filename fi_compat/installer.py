@@ -256,12 +256,18 @@ def _activate() -> None:
     bounded = bool(installation.patched()) or any(_state.verdicts[n].kind == BOUND for n in _state.waiting)
     _set_phase("installed" if bounded or not problems else "unsupported")
     _log_summary()
-    watch.start(_state.settings["watch"].value, _strict(), _cache_size())  # fi_compat.watch: growth by behaviour
+    watch.start(_state.settings["watch"].value, _strict(), _cache_size(), on_error=_watch_kept_error)
     try:
         _settle(set(_state.waiting.values()))
     except BaseException:
         _uninstall()
         raise
+
+
+def _watch_kept_error() -> None:
+    """The runtime watch (fi_compat.watch) kept a strict error: move the generation so the
+    call API's next call reaches ensure_installed(), which raises it.  No lock: it runs in a watch step."""
+    _state.generation += 1
 
 
 def _settle(modules: Any) -> None:

@@ -67,7 +67,6 @@ watch stops; flashinfer is left as it is.
 from __future__ import annotations
 
 import _thread
-import functools
 import gc
 import logging
 import sys
@@ -81,7 +80,7 @@ from . import config, memo_walk
 from .adapters.base import Installation, Plan, PatchStep
 from .cache import BoundedCache
 from .errors import UnboundedGrowthError, UnboundedGrowthWarning, warn
-from .proxies import is_fi_compat_proxy, memoized_function
+from .proxies import FiCompatProxy, _Switch, is_fi_compat_proxy, memoized_function
 from .specs import CORE_MODULE, DECODE
 
 logger = logging.getLogger("fi_compat.watch")
@@ -204,6 +203,27 @@ def _children(value: Any) -> Iterator[tuple[str, Any]]:
     yield from memo_walk._children(value)
 
 
+def _near(value: Any) -> list[tuple[str, Any]]:
+    """The containers one link inside a module attribute that a memo written by
+    hand keeps: a ``threading.local``'s attributes, a function's closure cells."""
+    try:
+        if isinstance(value, _LOCAL):
+            return list(vars(value).items())
+        if isinstance(value, types.FunctionType) and value.__closure__:
+            names = value.__code__.co_freevars
+            return [(f"<closure {n}>", c.cell_contents) for n, c in zip(names, value.__closure__) if _filled(c)]
+    except Exception:  # noqa: BLE001  (read as the walk reads it, later)
+        pass
+    return []
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        return cell.cell_contents is not _filled  # read to learn whether the cell is empty
+    except ValueError:
+        return False
+
+
 def _worth(value: Any) -> bool:
     if isinstance(value, (set, list, _LOCAL)) and not isinstance(value, (frozenset, tuple)):
         return True
@@ -281,8 +301,16 @@ class _Resume:
 class Watch:
     """The state of one watch (one install).  Driven by :func:`_on_collection`."""
 
-    def __init__(self, mode: str, strict: bool, cache_size: int, clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        mode: str,
+        strict: bool,
+        cache_size: int,
+        clock: Callable[[], float] = time.perf_counter,
+        on_error: Optional[Callable[[], None]] = None,
+    ):
         self.mode, self.strict, self.cache_size, self.clock = mode, strict, cache_size, clock
+        self.on_error = on_error
         self.started = clock()
         self.spent = 0.0
         self.steps = 0
@@ -404,8 +432,12 @@ class Watch:
                     if id(item) not in seen:
                         seen.add(id(item))
                         if _worth(item):
-                            # a module's own containers are read from this step on; what they hold, later
+                            # a module's own containers, and those in its thread-locals and its functions'
+                            # closures, are read from this step on; what lies deeper, as the walk gets there
                             self._record(f"{name}.{attribute}", item, where, hot)
+                            near_where = memo_walk._code_where(item) if isinstance(item, types.FunctionType) else where
+                            for link, inner in _near(item):
+                                self._record(f"{name}.{attribute}.{link}", inner, near_where or where, hot)
                             stack.append((f"{name}.{attribute}", item, 1, where, hot))
                 if clock() >= deadline:
                     return
@@ -542,6 +574,8 @@ class Watch:
                 finding.action = "error"
             self.error = UnboundedGrowthError([f.tracked.path for f in findings], message)
             logger.error("fi_compat: %s (FI_COMPAT_STRICT: raised at the next fi_compat call)", message)
+            if self.on_error is not None:
+                self.on_error()
             return
         _report(message)
 
@@ -685,6 +719,7 @@ def stop_collecting() -> None:
 
 
 def _on_decode(frame: Any) -> None:
+    """A step taken from a decode call (frame: the tick's own; flashinfer's frames lie below)."""
     watch = _active
     if watch is None or not watch.due(watch.clock()):
         return
@@ -696,29 +731,30 @@ def _on_decode(frame: Any) -> None:
         stop_collecting()
 
 
-def _ticking(decode: Callable[..., Any]) -> Callable[..., Any]:
-    """``decode`` behind a pass-through that lets a due watch take its step
-    first: one global read and one clock read per call (about 0.1 us) when none
-    is due.  Same name, signature (``__wrapped__``) and module as ``decode``."""
+class _Tick(FiCompatProxy):
+    """The decode function behind a pass-through that lets a due watch take its
+    step first: one global read and one clock read per call when none is due.
+    A wrapt proxy, so it pickles as the function it stands for (which its home
+    module keeps) and shows its name and signature."""
 
-    @functools.wraps(decode)
-    def ticking(*args: Any, **kwargs: Any) -> Any:
-        watch = _active
-        if watch is not None and watch.clock() >= watch.next_at:
-            _on_decode(sys._getframe(0))
-        return decode(*args, **kwargs)
+    def __init__(self, decode: Callable[..., Any]) -> None:
+        def call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            watch = _active
+            if watch is not None and watch.clock() >= watch.next_at:
+                _on_decode(sys._getframe(0))
+            return wrapped(*args, **kwargs)
 
-    ticking._fi_compat_wrapper = True  # type: ignore[attr-defined]
-    ticking._fi_compat_original = decode  # type: ignore[attr-defined]
-    ticking.fi_compat_deactivate = lambda: None  # type: ignore[attr-defined]
-    return ticking
+        super().__init__(decode, call, _Switch())
 
 
 def _tick_plan() -> Plan:
-    """The decode function (engines call it once per batch) behind :func:`_ticking`
-    at every module attribute that holds it (an engine's ``from flashinfer... import``
-    included; a reference a caller keeps elsewhere keeps the original): the
-    per-batch tick of the watch.  Empty when the release has no such function."""
+    """The decode function (engines call it once per batch) behind a :class:`_Tick`
+    at every module attribute that holds it outside its home module (the
+    re-exports engines call, an engine's own ``from flashinfer... import``):
+    the per-batch tick of the watch.  The home module keeps the function, so it
+    pickles by reference as before and fi_compat's call API calls it directly.
+    Empty when the release has no such function, or when transparent mode
+    stands there instead (its proxy is not the function; the collector's tick remains)."""
     core = sys.modules.get(CORE_MODULE)
     decode = getattr(core, DECODE.name, None) if core is not None else None
     if not callable(decode):
@@ -727,23 +763,27 @@ def _tick_plan() -> Plan:
     targets = tuple(
         (module, attribute)
         for module in list(sys.modules.values())
-        if isinstance(getattr(module, "__dict__", None), dict) and module is not sys.modules.get(__name__)
+        if isinstance(getattr(module, "__dict__", None), dict) and module is not core
         for attribute, value in list(vars(module).items())
         if value is decode
     )
-    return Plan([PatchStep(f"watch tick: {DECODE.qualname}", decode, _ticking(decode), targets)], {}, [])
+    if not targets:
+        return Plan()
+    return Plan([PatchStep(f"watch tick: {DECODE.qualname}", decode, _Tick(decode), targets)], {}, [])
 
 
-def start(mode: str, strict: bool, cache_size: int) -> Optional[Watch]:
+def start(mode: str, strict: bool, cache_size: int, on_error: Optional[Callable[[], None]] = None) -> Optional[Watch]:
     """Start the watch (mode ``bound`` or ``warn``; ``off`` starts nothing).  Called by
-    the installer once flashinfer is imported and the rows are installed.
+    the installer once flashinfer is imported and the rows are installed;
+    ``on_error()`` runs (in a watch step: it must take no lock) when a strict
+    error is kept, so the next fi_compat call can raise it (:func:`take_error`).
     Cost: one scan of flashinfer's module attributes for the decode function
     (about a millisecond); the work is done in later steps."""
     global _active
     stop()
     if mode == "off":
         return None
-    watch = _active = Watch(mode, strict, cache_size)
+    watch = _active = Watch(mode, strict, cache_size, on_error=on_error)
     watch._queue_module(CORE_MODULE, 2)  # the decode path's own module first; every other one follows
     try:
         watch.installation.apply(_tick_plan())

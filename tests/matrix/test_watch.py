@@ -112,6 +112,25 @@ def test_the_verdict_is_the_one_memory_gives(watched):
     assert [f["path"] for f in findings if expected.container not in f["path"]] == [], findings
 
 
+def test_strict_raises_the_typed_error_at_the_next_fi_compat_call(tmp_path, request):
+    """Strict: growth the watch cannot bound (a module-level set) is an
+    ``UnboundedGrowthError``, raised by the next fi_compat call, naming the container."""
+    base = _base()
+    if Version(base) < FROM_RELEASE:
+        pytest.skip(f"the watch's releases are edited from {FROM_RELEASE} or newer; this is {base}")
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork (the run's fork server)")
+    release = drift.build_site(watch_releases.EDITS["module-set"], tmp_path,
+                               version=f"{Version(base).base_version}.post0.dev950")
+    out = tmp_path / "strict.json"
+    request.getfixturevalue("fork_server").run(release.site, "watch_release_driver:strict", timeout=300,
+                                               out=str(out), edit="module-set", lengths=LENGTHS)
+    report = json.loads(out.read_text())
+    assert report["grew"] >= 0.9 * LENGTHS, report  # measured: the set grew by one entry per length
+    assert report["raised"] == "UnboundedGrowthError", report
+    assert report["paths"] == ["flashinfer.mla._core._SEEN_BATCH_LENGTHS"], report
+
+
 def test_uninstall_restores_what_the_watch_bounded(watched):
     name, expected, report = watched
     if expected.action != "bounded":

@@ -102,6 +102,50 @@ def main(out: str, edit: str, lengths: int) -> int:
     return 0
 
 
+def strict(out: str, edit: str, lengths: int) -> int:
+    """Under ``FI_COMPAT_STRICT=1``: drive ``lengths`` distinct lengths through
+    flashinfer, then call ``fi_compat.mla_decode`` once; write what it raised
+    and the edit's container growth."""
+    import torch
+
+    import fi_compat
+    from fi_compat.testing import cpu_host
+    from fi_compat.testing import workload
+
+    import watch_releases
+
+    expected = watch_releases.EXPECTED[edit]
+    report: dict = {"edit": edit}
+    with cpu_host() as host:
+        import flashinfer.autotuner
+        import flashinfer.mla
+        import flashinfer.mla._core as core
+
+        from fi_compat.specs import DECODE
+
+        host.recorder.launches = __import__("collections").deque(maxlen=2)
+        os.environ["FI_COMPAT_WATCH"] = "bound"
+        fi_compat.install(strict=True)
+        decode = getattr(flashinfer.mla, DECODE.name)
+        inputs = workload.make_inputs(torch, "vllm", batch=4, width=8192, page_size=64, num_pages=64)
+        tuner = flashinfer.autotuner.AutoTuner.get()
+        before = int(eval(expected.probe, {"core": core, "moved": None, "tuner": tuner}))  # noqa: S307
+        for max_seq_len in _lengths(lengths, 1, 8192 * 64, 3):
+            workload.call("vllm", decode, inputs, max_seq_len, "auto")
+        report["grew"] = int(eval(expected.probe, {"core": core, "moved": None, "tuner": tuner})) - before  # noqa: S307
+        try:
+            workload.call("vllm", fi_compat.mla_decode, inputs, 4096, "auto")
+            report["raised"] = None
+        except Exception as exc:  # noqa: BLE001  (the test reads what was raised)
+            report["raised"] = type(exc).__name__
+            report["paths"] = list(getattr(exc, "paths", ()))
+        report["then"] = fi_compat.status(walk=False)["state"]
+        fi_compat.uninstall()
+    with open(out, "w") as handle:
+        json.dump(report, handle, default=str)
+    return 0
+
+
 def run(out: str, edit: str, lengths: int) -> int:
     """``main`` in a child of the fork server (tests/matrix/conftest.py's ``fork_server``)."""
     return main(out, edit, lengths)
