@@ -91,7 +91,7 @@ DEFAULT_MODE = config.DEFAULT_WATCH
 #: Longest single step (the most the watch holds the GIL at a time).
 STEP_BUDGET_S = 0.002
 #: Share of the process's time the watch may take once the start-up allowance is spent.
-DUTY = 0.003
+DUTY = 0.002
 #: Watch time allowed on top of DUTY at the start, to find the decode path's containers early ...
 STARTUP_ALLOWANCE_S = 0.1
 #: ... spent at most at this share of the time (a step, then four steps' time without one).
@@ -747,6 +747,61 @@ class _Tick(FiCompatProxy):
         super().__init__(decode, call, _Switch())
 
 
+_VARIADIC = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
+
+
+def _fast_tick(decode: Any, module_name: str, attribute: str) -> Optional[Callable[..., Any]]:
+    """The tick as a plain function with ``decode``'s own parameters and defaults
+    (the same default objects), which passes every value on positionally (keyword-only
+    ones by keyword): Python binds the caller's keywords straight to its locals, so a
+    call costs a fraction of a ``(*args, **kwargs)`` pass-through's repacking.  Named
+    ``module_name.attribute`` (where it stands), so it pickles by reference to the same
+    name, which resolves to the original where fi_compat is not installed.  ``None``
+    for a function with ``*args``/``**kwargs`` or one that is not a plain function."""
+    code = getattr(decode, "__code__", None)
+    if not isinstance(decode, types.FunctionType) or not isinstance(code, types.CodeType) or code.co_flags & _VARIADIC:
+        return None
+    positional = code.co_varnames[: code.co_argcount]
+    keyword_only = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+    defaults = decode.__defaults__ or ()
+    first_default = len(positional) - len(defaults)
+    kwdefaults = decode.__kwdefaults__ or {}
+    namespace: dict[str, Any] = {"_decode": decode, "_due": _due_step}
+    header = []
+    for index, name in enumerate(positional):
+        if index >= first_default:
+            namespace[f"_d{index}"] = defaults[index - first_default]
+            header.append(f"{name}=_d{index}")
+        else:
+            header.append(name)
+        if index + 1 == code.co_posonlyargcount:
+            header.append("/")
+    if keyword_only:
+        header.append("*")
+        for index, name in enumerate(keyword_only):
+            if name in kwdefaults:
+                namespace[f"_k{index}"] = kwdefaults[name]
+                header.append(f"{name}=_k{index}")
+            else:
+                header.append(name)
+    passed = list(positional) + [f"{name}={name}" for name in keyword_only]
+    source = f"def {attribute}({', '.join(header)}):\n    _due()\n    return _decode({', '.join(passed)})\n"
+    exec(compile(source, f"<fi_compat.watch tick for {module_name}.{attribute}>", "exec"), namespace)  # noqa: S102
+    tick: Any = namespace[attribute]
+    tick.__module__, tick.__qualname__, tick.__doc__ = module_name, attribute, decode.__doc__
+    tick.__wrapped__ = decode  # inspect.signature shows flashinfer's, annotations included
+    tick._fi_compat_wrapper = True
+    tick._fi_compat_original = decode
+    tick.fi_compat_deactivate = lambda: None  # a pass-through already
+    return tick  # type: ignore[no-any-return]
+
+
+def _due_step() -> None:
+    watch = _active
+    if watch is not None and watch.clock() >= watch.next_at:
+        _on_decode(sys._getframe(1))
+
+
 def _tick_plan() -> Plan:
     """The decode function (engines call it once per batch) behind a :class:`_Tick`
     at every module attribute that holds it outside its home module (the
@@ -769,7 +824,11 @@ def _tick_plan() -> Plan:
     )
     if not targets:
         return Plan()
-    return Plan([PatchStep(f"watch tick: {DECODE.qualname}", decode, _Tick(decode), targets)], {}, [])
+    # the first flashinfer holder names the fast tick (flashinfer.mla: what engines import)
+    named = sorted(targets, key=lambda t: (not _flashinfer(getattr(t[0], "__name__", "")), t[0].__name__, t[1]))
+    fast = _fast_tick(decode, named[0][0].__name__, named[0][1])
+    tick = fast if fast is not None else _Tick(decode)
+    return Plan([PatchStep(f"watch tick: {DECODE.qualname}", decode, tick, targets)], {}, [])
 
 
 def start(mode: str, strict: bool, cache_size: int, on_error: Optional[Callable[[], None]] = None) -> Optional[Watch]:
