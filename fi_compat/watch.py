@@ -96,6 +96,10 @@ DUTY = 0.002
 STARTUP_ALLOWANCE_S = 0.1
 #: ... spent at most at this share of the time (a step, then four steps' time without one).
 STARTUP_DUTY = 0.2
+#: Readings of the decode path's own containers (between full steps) take at most this share ...
+HOT_DUTY = 0.002
+#: ... and come at most this often.
+HOT_GAP_S = 0.005
 #: A container is growing when it gained this many entries since first read ...
 MIN_GROWTH = 128
 #: ... and grew in each of its last RISES readings.
@@ -316,7 +320,10 @@ class Watch:
         self.steps = 0
         self.longest = 0.0
         self.longest_cpu = 0.0  # the same step's CPU time: on a loaded host, wall time counts being descheduled
-        self.next_at = 0.0
+        self.next_at = 0.0  # the next full step
+        self.next_hot = 0.0  # the next reading of the decode path's own containers
+        self.next_due = 0.0  # the earlier of the two: all a decode call compares
+        self.hot_spent = 0.0
         self.roots: deque[tuple[str, Any, int]] = deque()  # level 2: running code's module, 1: its neighbour
         self.rooted: set[int] = set()  # modules (by id) queued or walked this pass
         self.seen: set[int] = set()
@@ -339,22 +346,28 @@ class Watch:
     # ------------------------------------------------------------------ the step
 
     def due(self, now: float) -> bool:
-        return now >= self.next_at
+        return now >= self.next_due
 
     def step(self, frame: Any) -> None:
-        """One bounded slice of work; schedules the next one so the duty cycle holds."""
+        """The work that is due: a full step (walk, every container, bounding) when
+        its time has come, else a reading of the decode path's own containers only
+        (a few dozen reads: tens of microseconds).  Schedules the next of each so
+        both duty cycles hold."""
         start, start_cpu = self.clock(), time.thread_time()
+        full = start >= self.next_at
         self._sample_stack(frame)
-        if start >= self.rewalk_at and not self.stack and not self.roots:
-            self._rewalk(start)
-        self._continue_bounding(start + STEP_BUDGET_S)
+        if full:
+            if start >= self.rewalk_at and not self.stack and not self.roots:
+                self._rewalk(start)
+            self._continue_bounding(start + STEP_BUDGET_S)
         for tracked in self.hot:
             tracked.skip = 0  # the decode path's own containers: every step (a few dozen reads)
             _read(tracked)
         self._judge(self.hot)
-        self._walk(self.clock() + STEP_BUDGET_S / 2)
-        if self._read_sizes(self.clock() + STEP_BUDGET_S / 2):
-            self._judge(self.order)
+        if full:
+            self._walk(self.clock() + STEP_BUDGET_S / 2)
+            if self._read_sizes(self.clock() + STEP_BUDGET_S / 2):
+                self._judge(self.order)
         end = self.clock()
         took = end - start
         self.spent += took
@@ -363,13 +376,18 @@ class Watch:
         self.longest_cpu = max(self.longest_cpu, time.thread_time() - start_cpu)
         if took > STEP_BUDGET_S * 2:
             self.slow_steps.append((round(took * 1e3, 2), self.passes, len(self.order), len(self.roots)))
-        allowed = STARTUP_ALLOWANCE_S + DUTY * (end - self.started)
-        if self.bounding:  # a memo being bounded: its holders' scan (a one-time few tens of ms) at half time
-            self.next_at = end + took
-        elif self.spent < allowed:
-            self.next_at = end + took / STARTUP_DUTY - took
-        else:  # wait until the time spent is within DUTY of the time since the start again
-            self.next_at = end + (self.spent - allowed) / DUTY
+        if full:
+            allowed = STARTUP_ALLOWANCE_S + DUTY * (end - self.started)
+            if self.bounding:  # a memo being bounded: its holders' scan (a one-time few tens of ms) at half time
+                self.next_at = end + took
+            elif self.spent < allowed:
+                self.next_at = end + took / STARTUP_DUTY - took
+            else:  # wait until the time spent is within DUTY of the time since the start again
+                self.next_at = end + (self.spent - allowed) / DUTY
+        else:
+            self.hot_spent += took
+        self.next_hot = end + max(HOT_GAP_S, took / HOT_DUTY)
+        self.next_due = min(self.next_at, self.next_hot)
 
     def _sample_stack(self, frame: Any) -> None:
         modules = sys.modules
@@ -740,7 +758,7 @@ class _Tick(FiCompatProxy):
     def __init__(self, decode: Callable[..., Any]) -> None:
         def call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             watch = _active
-            if watch is not None and watch.clock() >= watch.next_at:
+            if watch is not None and watch.clock() >= watch.next_due:
                 _on_decode(sys._getframe(0))
             return wrapped(*args, **kwargs)
 
@@ -798,7 +816,7 @@ def _fast_tick(decode: Any, module_name: str, attribute: str) -> Optional[Callab
 
 def _due_step() -> None:
     watch = _active
-    if watch is not None and watch.clock() >= watch.next_at:
+    if watch is not None and watch.clock() >= watch.next_due:
         _on_decode(sys._getframe(1))
 
 
