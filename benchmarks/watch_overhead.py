@@ -59,6 +59,8 @@ def main() -> int:
             for _ in range(args.calls):
                 workload.call("vllm", decode, inputs, 1 + (next(counter) * 7919) % 524287, "auto")
             account = watch.report() or {}
+            own = account.get("spent_s", 0.0) - (watch.STARTUP_ALLOWANCE_S if steady else 0.0)
+            account["own_share"] = own / (time.perf_counter() - started) if account else 0.0
             account["cpu_us"] = (time.thread_time() - started_cpu) / args.calls * 1e6
             return (time.perf_counter() - started) / args.calls * 1e6, account
 
@@ -80,10 +82,12 @@ def main() -> int:
             longest = max(x["longest_step_ms"] for x in accounts)
             longest_cpu = max(x["longest_step_cpu_ms"] for x in accounts)
             steps = statistics.median(x["steps"] for x in accounts)
+            own = statistics.median(x["own_share"] for x in accounts)
             print(f"{title}: wall: off {a:.1f} us/call, watch on {b:.1f} us/call, ratio {b / a:.4f} "
                   f"({(b / a - 1) * 100:+.2f} %); CPU (thread_time): off {ca:.1f}, on {cb:.1f} us/call, "
                   f"ratio {cb / ca:.4f} ({(cb / ca - 1) * 100:+.2f} %); watch per block: {steps:.0f} steps, "
-                  f"{spent * 1e3:.1f} ms, longest step {longest:.2f} ms wall, {longest_cpu:.2f} ms CPU")
+                  f"{spent * 1e3:.1f} ms ({own:.2%} of the block's time), "
+                  f"longest step {longest:.2f} ms wall, {longest_cpu:.2f} ms CPU")
             if not steady:
                 run = args.calls * a / 1e6
                 within = watch.STARTUP_ALLOWANCE_S / (0.01 - watch.DUTY)

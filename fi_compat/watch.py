@@ -360,10 +360,12 @@ class Watch:
             if start >= self.rewalk_at and not self.stack and not self.roots:
                 self._rewalk(start)
             self._continue_bounding(start + STEP_BUDGET_S)
+        hot_start = self.clock()
         for tracked in self.hot:
             tracked.skip = 0  # the decode path's own containers: every step (a few dozen reads)
             _read(tracked)
         self._judge(self.hot)
+        hot_took = self.clock() - hot_start
         if full:
             self._walk(self.clock() + STEP_BUDGET_S / 2)
             if self._read_sizes(self.clock() + STEP_BUDGET_S / 2):
@@ -386,8 +388,9 @@ class Watch:
                 self.next_at = end + (self.spent - allowed) / DUTY
         else:
             self.hot_spent += took
-        self.next_hot = end + max(HOT_GAP_S, took / HOT_DUTY)
-        self.next_due = min(self.next_at, self.next_hot)
+        # a full step's own reading of these is part of its DUTY; a reading alone pays for itself
+        self.next_hot = end + max(HOT_GAP_S, (hot_took if full else took) / HOT_DUTY)
+        self.next_due = _NEXT_DUE[0] = min(self.next_at, self.next_hot)
 
     def _sample_stack(self, frame: Any) -> None:
         modules = sys.modules
@@ -715,6 +718,8 @@ class _Bounding:
 # ---------------------------------------------------------------------- the process's one watch
 
 _active: Optional[Watch] = None
+#: When the running watch wants its next step (``inf``: none running): all a decode call's tick reads.
+_NEXT_DUE = [float("inf")]
 
 
 def _on_collection(phase: str, info: dict[str, Any]) -> None:
@@ -730,6 +735,7 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
 
 
 def stop_collecting() -> None:
+    _NEXT_DUE[0] = float("inf")
     try:
         gc.callbacks.remove(_on_collection)
     except ValueError:
@@ -759,7 +765,7 @@ class _Tick(FiCompatProxy):
         def call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             watch = _active
             if watch is not None and watch.clock() >= watch.next_due:
-                _on_decode(sys._getframe(0))
+                _on_decode(None)  # the frames above a decode call are the engine's: nothing to sample
             return wrapped(*args, **kwargs)
 
         super().__init__(decode, call, _Switch())
@@ -784,7 +790,7 @@ def _fast_tick(decode: Any, module_name: str, attribute: str) -> Optional[Callab
     defaults = decode.__defaults__ or ()
     first_default = len(positional) - len(defaults)
     kwdefaults = decode.__kwdefaults__ or {}
-    namespace: dict[str, Any] = {"_decode": decode, "_due": _due_step}
+    namespace: dict[str, Any] = {"_decode": decode, "_due": _due_step, "_clock": time.perf_counter, "_next": _NEXT_DUE}
     header = []
     for index, name in enumerate(positional):
         if index >= first_default:
@@ -817,7 +823,7 @@ def _fast_tick(decode: Any, module_name: str, attribute: str) -> Optional[Callab
 def _due_step() -> None:
     watch = _active
     if watch is not None and watch.clock() >= watch.next_due:
-        _on_decode(sys._getframe(1))
+        _on_decode(None)  # the frames above a decode call are the engine's: nothing to sample
 
 
 def _tick_plan() -> Plan:
@@ -861,6 +867,7 @@ def start(mode: str, strict: bool, cache_size: int, on_error: Optional[Callable[
     if mode == "off":
         return None
     watch = _active = Watch(mode, strict, cache_size, on_error=on_error)
+    _NEXT_DUE[0] = 0.0
     watch._queue_module(CORE_MODULE, 2)  # the decode path's own module first; every other one follows
     try:
         watch.installation.apply(_tick_plan())
