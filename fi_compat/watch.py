@@ -28,33 +28,48 @@ again, and when one keeps growing:
 Setting: ``FI_COMPAT_WATCH`` = ``bound`` (default), ``warn`` (report, change
 nothing) or ``off`` (no callback is registered).
 
-How it runs, and what it costs: no thread.  It piggybacks on the garbage
-collector (:data:`gc.callbacks`), which the decode host path triggers on its
-own as it allocates, in whatever thread runs the decode and whatever
-flashinfer function is being called.  A callback that is not due returns after
-one clock read (about 0.1 us).  A due one runs one *step* of at most
-:data:`STEP_BUDGET_S` (2 ms: the longest the watch holds the GIL), then waits
-until its total time is at most :data:`DUTY` (0.5 %) of the time since it
-started, after a start-up allowance of :data:`STARTUP_ALLOWANCE_S` that
-finds the decode path's containers quickly.  ``benchmarks/watch_overhead.py``
-prints the decode host path's time with and without it.
+How it runs, and what it costs: no thread.  Two ticks drive it, in whatever
+thread is running: a pass-through in front of the decode function at every
+module attribute that holds it outside its home module (``flashinfer.mla``,
+``flashinfer.decode``, an engine's own ``from flashinfer... import``; a plain
+function with the decode function's own parameters that compares one float per
+call, about 0.3-0.9 us on the project's loaded 2-core CPU), and the garbage
+collector (:data:`gc.callbacks`), whose collections flashinfer's growing
+memos trigger as they keep objects.  When something is due the tick takes one
+*step*:
 
-What a step does, in this order:
+* a *full step*: at most :data:`STEP_BUDGET_S` (2 ms) of work, scheduled so
+  the watch's total stays within :data:`DUTY` (0.2 %) of the time since it
+  started, after a one-time start-up allowance of :data:`STARTUP_ALLOWANCE_S`
+  (100 ms, spent at most at :data:`STARTUP_DUTY` of the time) that finds the
+  decode path's containers within its first few hundred calls;
+* between full steps, a *reading* of the decode path's own containers only
+  (a few dozen sizes: tens of microseconds), at most every
+  :data:`HOT_GAP_S` and within :data:`HOT_DUTY` (0.2 %), so growth that begins
+  late, past a 128K context, is seen within a few hundred lengths of its start.
 
-1. *samples the stack*: the flashinfer modules whose code is running (the
-   frames under the allocation that started the collection) are walked first:
-   the memo a decode fills is found within its first calls;
-2. *walks* the queued roots a bounded slice at a time: those modules, then the
-   flashinfer modules they hold (re-exports, ``from . import``), then every
-   other loaded flashinfer module; a full pass is repeated at growing
-   intervals so containers created later (a singleton's dicts) are found;
-3. *samples sizes*: one pass reads the size of every tracked container (one
-   ``len`` or ``cache_info``); a container unchanged for a while is read less
-   often (at most every :data:`MAX_SKIP` passes), so growth that begins late,
-   past a 128K context, is seen within a few passes of its start;
-4. *judges*: a container whose size grew in each of its last
-   :data:`RISES` readings, by at least :data:`MIN_GROWTH` entries since it was
-   first read, is growing per request.  A bounded ``functools`` cache
+``benchmarks/watch_overhead.py`` prints the decode host path's time with and
+without the watch, side by side; ``benchmarks/watch_detection.py`` when it
+reports each memo of the issue-38 releases.
+
+What a full step does, in this order:
+
+1. *samples the stack* (from a collection): the flashinfer modules whose code
+   is running are walked first, and their containers read at every step;
+2. *walks* the queued roots a bounded slice at a time: the decode function's
+   module, the modules whose code runs, the flashinfer modules they hold
+   (re-exports, ``from . import``), then every other loaded flashinfer module; a
+   module's own containers, and those in its thread-locals and its functions'
+   closures, are read from the step that reaches the module; a full pass is
+   repeated at growing intervals so containers created later (a singleton's
+   dicts) are found;
+3. *reads sizes*: one slice of the pass over every other tracked container
+   (one ``len`` or ``cache_info``); a container unchanged for a while is read
+   less often (at most every :data:`MAX_SKIP` passes);
+4. *scans* for the holders of a memo being bounded (a few modules a step);
+5. *judges*: a container whose size grew in each of its last :data:`RISES`
+   readings, by at least :data:`MIN_GROWTH` entries since it was first read, is
+   growing per request.  A bounded ``functools`` cache
    (``lru_cache(maxsize=N)``) is never judged: it is bounded already.
 
 The watch imports nothing and takes no lock but the ones ``logging`` and
