@@ -630,6 +630,7 @@ class Watch:
             "longest_step_ms": round(self.longest * 1e3, 3),
             "longest_step_cpu_ms": round(self.longest_cpu * 1e3, 3),
             "findings": [f.as_dict() for f in self.findings],
+            "patched": self.installation.patched(),  # the decode tick's places, and every memo it bounded
             "failed": self.failed,
             "slow_steps": self.slow_steps[:20],
             "error": None if self.error is None else str(self.error),
