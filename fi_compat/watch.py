@@ -135,7 +135,7 @@ FUNCTOOLS, DICT, SET, LIST = "functools", "dict", "set", "list"
 _LOCAL = _thread._local
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Tracked:
     """One container the watch reads: what it is, where flashinfer holds it, its sizes."""
 
@@ -442,6 +442,9 @@ class Watch:
         clock, seen, stack = self.clock, self.seen, self.stack
         while True:
             if not stack:
+                # a module walked: forget what it visited (the walk's own memory stays the size of one
+                # module's; an object another module holds too is visited again there, and tracked once)
+                seen.clear()
                 if not self.roots:
                     if self.all_queued:
                         return
