@@ -45,7 +45,7 @@ memos trigger as they keep objects.  When something is due the tick takes one
   decode path's containers within its first few hundred calls;
 * between full steps, a *reading* of the decode path's own containers only
   (a few dozen sizes: tens of microseconds), at most every
-  :data:`HOT_GAP_S` and within :data:`HOT_DUTY` (0.2 %), so growth that begins
+  :data:`HOT_GAP_S` and within :data:`HOT_DUTY` (0.4 %), so growth that begins
   late, past a 128K context, is seen within a few hundred lengths of its start.
 
 ``benchmarks/watch_overhead.py`` prints the decode host path's time with and
@@ -112,13 +112,13 @@ STARTUP_ALLOWANCE_S = 0.1
 #: ... spent at most at this share of the time (a step, then four steps' time without one).
 STARTUP_DUTY = 0.2
 #: Readings of the decode path's own containers (between full steps) take at most this share ...
-HOT_DUTY = 0.002
+HOT_DUTY = 0.004
 #: ... and come at most this often.
 HOT_GAP_S = 0.005
 #: A container is growing when it gained this many entries since first read ...
 MIN_GROWTH = 128
 #: ... and grew in each of its last RISES readings.
-RISES = 3
+RISES = 2
 #: An unchanged container is read at most every MAX_SKIP passes.
 MAX_SKIP = 8
 #: The most containers tracked (each read costs about 0.2 us; each is kept alive by the watch).
@@ -395,8 +395,8 @@ class Watch:
             self.slow_steps.append((round(took * 1e3, 2), self.passes, len(self.order), len(self.roots)))
         if full:
             allowed = STARTUP_ALLOWANCE_S + DUTY * (end - self.started)
-            if self.bounding:  # a memo being bounded: its holders' scan (a one-time few tens of ms) at half time
-                self.next_at = end + took
+            if self.bounding:  # a memo being bounded: its holders' scan (a one-time 25-30 ms), a slice a call
+                self.next_at = end
             elif self.spent < allowed:
                 self.next_at = end + took / STARTUP_DUTY - took
             else:  # wait until the time spent is within DUTY of the time since the start again
