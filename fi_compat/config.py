@@ -85,6 +85,16 @@ def check_flag(value: object, what: str) -> bool:
     return value
 
 
+WATCH_MODES = ("off", "warn", "bound")
+DEFAULT_WATCH = "bound"
+
+
+def check_watch(value: object, what: str) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in WATCH_MODES:
+        raise ValueError(f"{what}={value!r} is not a watch mode; accepted: {', '.join(WATCH_MODES)}")
+    return value.strip().lower()
+
+
 _SPECS: dict[str, tuple[str, Any, Callable[[object, str], Any]]] = {
     # name: (environment variable, default, validator)
     "disable": ("FI_COMPAT_DISABLE", False, check_flag),
@@ -92,6 +102,8 @@ _SPECS: dict[str, tuple[str, Any, Callable[[object, str], Any]]] = {
     "cache_size": ("FI_COMPAT_CACHE_SIZE", DEFAULT_CACHE_SIZE, check_cache_size),
     "max_seq_len_policy": ("FI_COMPAT_MAX_SEQ_LEN_POLICY", DEFAULT_POLICY, check_policy),
     "transparent": ("FI_COMPAT_TRANSPARENT", False, check_flag),
+    # the runtime watch (fi_compat.watch): bound growing memos, only warn, or off
+    "watch": ("FI_COMPAT_WATCH", DEFAULT_WATCH, check_watch),
 }
 
 

@@ -116,6 +116,18 @@ class UnsupportedFeatureError(FiCompatError):
         return error
 
 
+class UnboundedGrowthError(FiCompatError):
+    """Strict mode: the runtime watch (:mod:`fi_compat.watch`) saw flashinfer
+    memory grow per request that fi_compat cannot bound (a dict, set or list
+    written by hand).  ``paths`` names each container; raised at the next
+    fi_compat call after the watch saw it."""
+
+    def __init__(self, paths: Sequence[str], detail: str) -> None:
+        self.paths = tuple(paths)
+        self.detail = detail
+        super().__init__(detail)
+
+
 class FiCompatWarning(UserWarning):
     """Base class of fi_compat's warnings."""
 
@@ -129,6 +141,11 @@ class UnsupportedReleaseWarning(FiCompatWarning):
     """A cache fi_compat bounds was left unbounded (its function changed or is
     missing); the other caches are bounded.  Also: transparent mode left out where the
     call API cannot bind the installed decode function."""
+
+
+class UnboundedGrowthWarning(FiCompatWarning):
+    """The runtime watch (:mod:`fi_compat.watch`) saw flashinfer memory grow per
+    request: a ``functools`` memo it bounded, or containers it could not bound."""
 
 
 class DefaultMismatchWarning(FiCompatWarning):

@@ -24,7 +24,7 @@ import os
 import threading
 from typing import Any, Optional
 
-from . import config, lazy_rows, lookup, plan_providers, runtime_report, tripwire
+from . import config, lazy_rows, lookup, plan_providers, runtime_report, tripwire, watch
 from .adapters import Installation, Plan, bounded_memo
 from .judgement import BOUND, judge_release
 from .errors import FiCompatError, forget_warnings, warn
@@ -70,6 +70,7 @@ def ensure_installed() -> Snapshot:
         _raise_kept_error()
         if _state.refusal is not None:  # a fresh traceback: one object raised per call must not grow one
             raise _state.refusal.with_traceback(None)
+        watch.take_error()  # strict: growth the runtime watch saw and could not bound
         if _state.phase == "not-installed" and not _state.explicit:
             _install(config.resolve_all())
         return snapshot()
@@ -251,11 +252,18 @@ def _activate() -> None:
     bounded = bool(installation.patched()) or any(_state.verdicts[n].kind == BOUND for n in _state.waiting)
     _set_phase("installed" if bounded or not problems else "unsupported")
     _log_summary()
+    watch.start(_state.settings["watch"].value, _strict(), _cache_size(), on_error=_watch_kept_error)
     try:
         _settle(set(_state.waiting.values()))
     except BaseException:
         _uninstall()
         raise
+
+
+def _watch_kept_error() -> None:
+    """The runtime watch (fi_compat.watch) kept a strict error: move the generation so the
+    call API's next call reaches ensure_installed(), which raises it.  No lock: it runs in a watch step."""
+    _state.generation += 1
 
 
 def _settle(modules: Any) -> None:
@@ -296,7 +304,7 @@ def uninstall() -> dict[str, Any]:
 
 
 def _uninstall() -> None:
-    leftovers: list[str] = tripwire.disarm(_state.tripwire)
+    leftovers: list[str] = tripwire.disarm(_state.tripwire) + watch.stop()
     for installation in (_state.extras, _state.installation):
         if installation is not None:
             leftovers += installation.remove()
@@ -330,5 +338,6 @@ def status(*, walk: bool = True) -> dict[str, Any]:
     import_hooks.settle()
     with _lock:
         view = render(snapshot())
+    view["watch"] = watch.report()
     view["walked"] = walked(view) if walk else None
     return view

@@ -49,7 +49,7 @@ EXPECTED_SECTIONS = {
 EXPECTED_ROW = {"name", "cache", "verdict", "verified", "reason", "where", "checked_on", "memo", "maxsize",
                 "grows_with", "patched", "waiting_for", "fi_compat", "flashinfer"}
 EXPECTED_SETTING = {"value", "source", "env", "error"}
-EXPECTED_SETTINGS = {"disable", "strict", "cache_size", "max_seq_len_policy", "transparent"}
+EXPECTED_SETTINGS = {"disable", "strict", "cache_size", "max_seq_len_policy", "transparent", "watch"}
 EXPECTED_ROWS = ["tuning-config", "split-kv", "batch-cap", "split-kv-modular", "split-kv-hca", "split-kv-rubin-mtp",
                  "nearest-profile", "nearest-profile-cached", "builder"]
 

@@ -1,0 +1,59 @@
+"""The runtime watch's setting and its pure parts (its verdicts on real releases: tests/matrix/test_watch.py)."""
+
+from __future__ import annotations
+
+import functools
+import gc
+
+import pytest
+
+from fi_compat import config, watch
+
+
+def test_the_setting_defaults_to_bound_and_refuses_unknown_modes():
+    assert config.resolve("watch", environ={}).value == "bound"
+    assert config.resolve("watch", environ={"FI_COMPAT_WATCH": " WARN "}).value == "warn"
+    with pytest.raises(ValueError, match="FI_COMPAT_WATCH='sometimes' is not a watch mode; accepted: off, warn, bound"):
+        config.resolve("watch", environ={"FI_COMPAT_WATCH": "sometimes"})
+
+
+def test_off_registers_nothing():
+    before = list(gc.callbacks)
+    assert watch.start("off", strict=False, cache_size=256) is None
+    assert gc.callbacks == before and watch.current() is None
+
+
+def test_started_and_stopped_it_leaves_no_callback():
+    before = list(gc.callbacks)
+    try:
+        assert watch.start("warn", strict=False, cache_size=256) is not None
+        assert len(gc.callbacks) == len(before) + 1
+    finally:
+        assert watch.stop() == []
+    assert gc.callbacks == before and watch.current() is None
+
+
+@pytest.mark.parametrize(
+    ("keys", "names", "expected"),
+    [
+        ([(4, 100), (4, 200), (4, 300)], ("batch", "max_seq_len"), "1 (max_seq_len)"),
+        ([(1, 100), (2, 200)], (), "0, 1"),
+        ([100, 200], ("max_seq_len",), "the whole key (max_seq_len)"),
+        ([(4, 100), (4, 100, "x")], ("a", "b"), "keyword arguments or key length"),
+        ([], (), "unknown"),
+    ],
+)
+def test_varying_positions_names_the_key_positions_that_change(keys, names, expected):
+    assert watch.varying_positions(keys, names) == expected
+
+
+def test_the_keys_of_a_functools_cache_are_read_without_calling_it():
+    @functools.cache
+    def memo(batch, max_seq_len):
+        return batch * max_seq_len
+
+    for length in (10, 20, 30):
+        memo(4, length)
+    keys = watch._functools_keys(memo)
+    assert sorted(keys) == [(4, 10), (4, 20), (4, 30)]
+    assert watch.varying_positions(keys, watch._parameter_names(memo)) == "1 (max_seq_len)"
