@@ -83,10 +83,10 @@ def _count(qualname: str, value: Any, owner: str) -> Optional[CacheCount]:
 
 def _members(module_name: str, module: Any) -> Iterator[tuple[str, Any]]:
     """``(qualname, value)`` for module attributes and for class members of classes it defines."""
-    for attribute, value in list(getattr(module, "__dict__", {}).items()):
+    for attribute, value in getattr(module, "__dict__", {}).copy().items():
         yield f"{module_name}.{attribute}", value
         if isinstance(value, type) and getattr(value, "__module__", None) == module_name:
-            for member, item in list(vars(value).items()):
+            for member, item in vars(value).copy().items():
                 if isinstance(item, (staticmethod, classmethod)):
                     item = item.__func__
                 yield f"{module_name}.{attribute}.{member}", item

@@ -150,14 +150,14 @@ def _children(value: Any) -> Iterator[tuple[str, Any]]:
         yield "__func__", value.__func__
         return
     if isinstance(value, type):
-        for name, item in list(vars(value).items()):
+        for name, item in vars(value).copy().items():
             if not (name.startswith("__") and name.endswith("__")) or name == "__wrapped__":
                 yield name, item
         return
     if isinstance(value, DICT_TYPES):
         try:
             if len(value) <= WALK_VALUES_UP_TO:
-                for key, item in list(value.items()):
+                for key, item in value.copy().items():
                     yield f"[{key!r}]" if isinstance(key, (str, int)) else "[...]", item
         except Exception:  # noqa: BLE001  (a dict that changes while read: skip its values this time)
             return
@@ -176,7 +176,7 @@ def _children(value: Any) -> Iterator[tuple[str, Any]]:
                 continue
     attributes = getattr(value, "__dict__", None)
     if isinstance(attributes, dict) and (_flashinfer_instance(value) or isinstance(value, types.FunctionType)):
-        for name, item in list(attributes.items()):
+        for name, item in attributes.copy().items():
             if name not in ("__wrapped__", "__doc__", "__module__", "__qualname__", "__name__", "__annotations__"):
                 yield name, item
 
@@ -233,7 +233,7 @@ def walk(modules: Optional[Mapping[str, Any]] = None) -> dict[str, Memo]:
         where_module = _module_where(module)
         stack = [
             (f"{module_name}.{name}", item, 1, where_module)
-            for name, item in reversed(list(getattr(module, "__dict__", {}).items()))
+            for name, item in reversed(getattr(module, "__dict__", {}).copy().items())
             if not (name.startswith("__") and name.endswith("__")) and wanted(item)
         ]
         while stack:

@@ -215,7 +215,7 @@ def _unbounded_functools(value: Any) -> bool:
 
 def _children(value: Any) -> Iterator[tuple[str, Any]]:
     if isinstance(value, _LOCAL):  # the running thread's attributes (the decode thread's, mostly)
-        yield from list(vars(value).items())
+        yield from vars(value).copy().items()
         return
     if isinstance(value, (set, list)):
         return
@@ -227,7 +227,7 @@ def _near(value: Any) -> list[tuple[str, Any]]:
     hand keeps: a ``threading.local``'s attributes, a function's closure cells."""
     try:
         if isinstance(value, _LOCAL):
-            return list(vars(value).items())
+            return list(vars(value).copy().items())
         if isinstance(value, types.FunctionType) and value.__closure__:
             names = value.__code__.co_freevars
             return [(f"<closure {n}>", c.cell_contents) for n, c in zip(names, value.__closure__) if _filled(c)]
@@ -457,7 +457,7 @@ class Watch:
                 level = 2 if name == CORE_MODULE else level
                 hot = level == 2
                 where = memo_walk._module_where(module)
-                for attribute, item in reversed(list(getattr(module, "__dict__", {}).items())):
+                for attribute, item in reversed(getattr(module, "__dict__", {}).copy().items()):
                     if attribute.startswith("__") and attribute.endswith("__"):
                         continue
                     if isinstance(item, types.ModuleType):
@@ -669,11 +669,11 @@ def holders(cache: Any) -> Iterator[Optional[tuple[Any, str, Any]]]:
         module = sys.modules.get(module_name)
         namespace = getattr(module, "__dict__", None)
         if isinstance(namespace, dict):
-            for attribute, value in list(namespace.items()):
+            for attribute, value in namespace.copy().items():
                 if value is cache:
                     yield module, attribute, cache
                 elif isinstance(value, type) and getattr(value, "__module__", None) == module_name:
-                    for member, raw in list(vars(value).items()):
+                    for member, raw in vars(value).copy().items():
                         if raw is cache or (isinstance(raw, (staticmethod, classmethod)) and raw.__func__ is cache):
                             yield value, member, raw
                 elif isinstance(value, types.FunctionType) and value is not cache and value.__module__ == module_name:
@@ -862,7 +862,7 @@ def _tick_plan() -> Plan:
         (module, attribute)
         for module in list(sys.modules.values())
         if isinstance(getattr(module, "__dict__", None), dict) and module is not core
-        for attribute, value in list(vars(module).items())
+        for attribute, value in vars(module).copy().items()
         if value is decode
     )
     if not targets:

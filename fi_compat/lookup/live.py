@@ -49,7 +49,7 @@ def describe_callable(qualname: str, obj: Any, where: str = "") -> FoundFunction
 
 
 def _flashinfer_modules() -> Iterator[tuple[str, Any]]:
-    for name, module in list(sys.modules.items()):
+    for name, module in sys.modules.copy().items():
         if module is not None and (name == PACKAGE or name.startswith(PACKAGE + ".")):
             yield name, module
 
@@ -61,7 +61,7 @@ def aliases_of(obj: Any) -> tuple[tuple[Any, str], ...]:
     (a few milliseconds with 500 modules); install time only."""
     found = []
     for _name, module in _flashinfer_modules():
-        for attribute, value in list(getattr(module, "__dict__", {}).items()):
+        for attribute, value in getattr(module, "__dict__", {}).copy().items():
             if value is obj:
                 found.append((module, attribute))
     return tuple(found)

@@ -4,7 +4,15 @@ Every library module that asks "is this flashinfer module imported, and what
 is it?" or "which module attributes hold this function?" asks here, so the
 rules (a ``None`` placeholder in ``sys.modules`` is no module; a module
 without a ``__dict__`` holds nothing) are written once.  Nothing here imports
-a module.  tests/test_source_rules.py fails on a ``sys.modules`` lookup of
+a module.
+
+Every shared dict fi_compat iterates (``sys.modules``, a module's namespace, a
+class's) is copied first, ``d.copy().items()``, never ``list(d.items())``: the
+latter makes a tuple per item, a garbage collection can start in the middle and
+run Python code (``gc.callbacks``, the runtime watch's among them; finalizers),
+the running thread can switch there, and another thread's import then changes
+the dict mid-iteration ("dictionary changed size during iteration", seen in the
+race driver).  ``dict.copy()`` allocates before it reads.  tests/test_source_rules.py fails on a ``sys.modules`` lookup of
 flashinfer outside :mod:`fi_compat.lookup`.
 """
 
@@ -30,14 +38,14 @@ def holders(obj: Any, skip: Collection[str] = ()) -> tuple[tuple[Any, str], ...]
     Cost: one identity test per attribute of every loaded module (tens of
     milliseconds with a serving engine imported); install time only."""
     found = []
-    for name, module in list(sys.modules.items()):
+    for name, module in sys.modules.copy().items():
         if module is None or name in skip:
             continue
         try:
             namespace = vars(module)
         except TypeError:
             continue
-        for attribute, value in list(namespace.items()):
+        for attribute, value in namespace.copy().items():
             if value is obj:
                 found.append((module, attribute))
     return tuple(found)

@@ -195,7 +195,7 @@ class CpuHost:
             return recorder
 
         replacements = {CAPABILITY_FUNCTION: capability, LOADER_FUNCTION: loader}
-        for module_name, module in list(sys.modules.items()):
+        for module_name, module in sys.modules.copy().items():
             if module is None or not (module_name == "flashinfer" or module_name.startswith("flashinfer.")):
                 continue
             namespace = getattr(module, "__dict__", {})

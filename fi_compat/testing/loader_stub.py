@@ -38,7 +38,7 @@ def stub_trtllm_gen_loader(recorder: LaunchRecorder | None = None) -> Iterator[L
         return recorder
 
     saved: list[tuple[Any, Any]] = []
-    for name, module in list(sys.modules.items()):
+    for name, module in sys.modules.copy().items():
         if module is None or not (name == "flashinfer" or name.startswith("flashinfer.")):
             continue
         original = getattr(module, "__dict__", {}).get(LOADER_FUNCTION)
