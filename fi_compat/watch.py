@@ -75,8 +75,8 @@ What a full step does, in this order:
 The watch imports nothing and takes no lock but the ones ``logging`` and
 ``warnings`` take to report; flashinfer's answers do not change (a bounded
 memo returns what the function returns; an evicted entry is recomputed).
-Failure behaviour: anything a step raises is logged once at DEBUG and the
-watch stops; flashinfer is left as it is.
+Failure behaviour: anything a step raises stops the watch with one WARNING
+(the traceback at DEBUG); flashinfer is left as it is.
 """
 
 from __future__ import annotations
@@ -745,11 +745,19 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
     watch = _active
     if watch is None or phase != "stop" or not watch.due(watch.clock()):
         return
+    _step(watch, sys._getframe(1))
+
+
+def _step(watch: Watch, frame: Any) -> None:
+    """One step; a failure stops the watch (it never breaks the program it
+    watches) with one WARNING, since growth then goes unseen."""
     try:
-        watch.step(sys._getframe(1))
-    except Exception as exc:  # noqa: BLE001  (the watch never breaks the program it watches)
+        watch.step(frame)
+    except Exception as exc:  # noqa: BLE001
         watch.failed = f"{type(exc).__name__}: {exc}"
-        logger.debug("fi_compat: the watch stopped: %s", watch.failed, exc_info=True)
+        logger.warning("fi_compat: the runtime watch stopped (%s); per-request growth is no longer watched",
+                       watch.failed)
+        logger.debug("fi_compat: the watch's failure", exc_info=True)
         stop_collecting()
 
 
@@ -766,12 +774,7 @@ def _on_decode(frame: Any) -> None:
     watch = _active
     if watch is None or not watch.due(watch.clock()):
         return
-    try:
-        watch.step(frame)
-    except Exception as exc:  # noqa: BLE001  (the watch never breaks the program it watches)
-        watch.failed = f"{type(exc).__name__}: {exc}"
-        logger.debug("fi_compat: the watch stopped: %s", watch.failed, exc_info=True)
-        stop_collecting()
+    _step(watch, frame)
 
 
 class _Tick(FiCompatProxy):
