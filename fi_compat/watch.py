@@ -755,8 +755,9 @@ def _step(watch: Watch, frame: Any) -> None:
         watch.step(frame)
     except Exception as exc:  # noqa: BLE001
         watch.failed = f"{type(exc).__name__}: {exc}"
-        logger.warning("fi_compat: the runtime watch stopped (%s); per-request growth is no longer watched",
-                       watch.failed)
+        logger.warning(
+            "fi_compat: the runtime watch stopped (%s); per-request growth is no longer watched", watch.failed
+        )
         logger.debug("fi_compat: the watch's failure", exc_info=True)
         stop_collecting()
 
