@@ -167,10 +167,23 @@ def describe_key(qualname: str) -> dict[str, Any]:
     installed = row is not None and any(bound.name == row for bound in bounds.BOUNDS)
     return {
         "parameters": None if function is None else [str(p) for p in function.params],
-        "where": None if function is None else function.where,
+        "where": _def_line(obj) or (None if function is None else function.where),
         "row": row,
         "row_installed": installed,
     }
+
+
+def _def_line(obj: Any) -> Optional[str]:
+    """``FILE:LINE`` of the ``def`` of the function under ``obj`` (past its decorators)."""
+    import linecache
+
+    code = getattr(_underlying(obj), "__code__", None)
+    if code is None:
+        return None
+    for number in range(code.co_firstlineno, code.co_firstlineno + 20):
+        if linecache.getline(code.co_filename, number).lstrip().startswith(("def ", "async def ")):
+            return f"{code.co_filename}:{number}"
+    return f"{code.co_filename}:{code.co_firstlineno}"
 
 
 def soak_layout(
