@@ -260,6 +260,20 @@ def _same_call(entry: dict[str, Any], layout: dict[str, Any]) -> bool:
     )
 
 
+def _named_already(site: dict[str, Any], leaks: dict[str, Leak]) -> bool:
+    """Whether the census by memory's ``site`` is a functools cache the functools census named:
+    the same class and function (a module can be reached under two paths) in the same file."""
+    words = site["what"].replace(",", " ").split()
+    if any(qualname in words for qualname in leaks):
+        return True
+    file = (short_path(site["where"]) or "").rpartition(":")[0]
+    tails = {".".join(word.split(".")[-2:]) for word in words if "." in word}
+    return any(
+        ".".join(leak.function.split(".")[-2:]) in tails and (leak.where or "").rpartition(":")[0] == file
+        for leak in leaks.values()
+    )
+
+
 def _memory_leaks(payload: dict[str, Any], found: dict[str, Leak]) -> None:
     """The census by memory's sites (fi_compat.memory_census), one leak per memo or
     ``file:line``.  A memo the functools census already named is not repeated;
@@ -274,8 +288,7 @@ def _memory_leaks(payload: dict[str, Any], found: dict[str, Leak]) -> None:
             entry for leak in functools_leaks.values() for entry in leak.layouts if _same_call(entry, layout)
         ]
         for site in sites:
-            words = site["what"].replace(",", " ").split()
-            if any(qualname in words for qualname in functools_leaks):
+            if _named_already(site, functools_leaks):
                 continue
             where = short_path(site["where"])
             lines = [line for line in (short_path(l) for l in site.get("lines", [])) if line]
