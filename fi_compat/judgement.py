@@ -28,7 +28,8 @@ verified range, and the function sits where the spec says; otherwise a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Callable, Optional
 
 from packaging.version import Version
@@ -164,11 +165,33 @@ def judge(
     return Verdict(bound, NO_CACHE, f"{qualname} keeps no cache{where}", verified, found)
 
 
-VERIFIED = "verified"
-UNVERIFIED = "unverified"
-PARTIAL = "partial"
-UNSUPPORTED = "unsupported"
-PREDATES = "predates"
+class Outcome(str, Enum):
+    """The one vocabulary for a release's outcome: ``status()``, ``fi-compat doctor``
+    and ``fi-compat guard`` display it in their own words, and none re-decides it.
+
+    The first five come from reading the release (:meth:`ReleaseVerdict.outcome`);
+    the last three only from running it (the guard's census, :func:`decide`)."""
+
+    VERIFIED = "verified"  # every bound fits, on a release the matrix ran
+    UNVERIFIED = "unverified"  # everything fits, outside the verified releases: not measured
+    PARTIAL = "partial"  # some rows cannot be bounded, others can
+    UNSUPPORTED = "unsupported"  # nothing can be bounded
+    PREDATES = "predates"  # the release predates every cache fi_compat bounds
+    BOUNDED = "bounded"  # measured: flashinfer's memory stayed bounded with fi_compat installed
+    LEAKS = "leaks"  # measured: some flashinfer line or memo keeps growing with fi_compat installed
+    BREAKS_CALL = "breaks-call"  # measured: a call an engine makes raises TypeError on this release
+
+    def __str__(self) -> str:
+        return self.value
+
+
+VERIFIED = Outcome.VERIFIED
+UNVERIFIED = Outcome.UNVERIFIED
+PARTIAL = Outcome.PARTIAL
+UNSUPPORTED = Outcome.UNSUPPORTED
+PREDATES = Outcome.PREDATES
+LEAKS = Outcome.LEAKS
+BREAKS_CALL = Outcome.BREAKS_CALL
 
 
 @dataclass(frozen=True)
@@ -190,12 +213,17 @@ class ReleaseVerdict:
         return [v for v in self.rows if v.problem]
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> Outcome:
+        """Decided here only; a decode signature that differs from :data:`fi_compat.specs.DECODE`
+        (``call_api``) makes a verified release unverified: the caches are bounded and the call
+        API maps by name, but that signature never ran in the matrix."""
         if self.problems:
             return PARTIAL if any(v.kind == BOUND for v in self.rows) else UNSUPPORTED
         if self.rows and all(v.kind == NOT_IN_RELEASE for v in self.rows):
             return PREDATES
-        return VERIFIED if all(v.verified for v in self.rows if v.kind == BOUND) else UNVERIFIED
+        if self.call_api is None and all(v.verified for v in self.rows if v.kind == BOUND):
+            return VERIFIED
+        return UNVERIFIED
 
     def reason(self) -> str:
         parts = [v.reason for v in self.problems]
@@ -213,6 +241,60 @@ class ReleaseVerdict:
         return "; ".join(parts) or f"flashinfer {self.release}: every bound fits and is verified"
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What running the release showed (the guard's census), in words the verdict can use.
+
+    ``leaks``: each flashinfer line or memo that kept growing, with the engine call
+    that reaches it; ``broken_calls``: each engine call the release refused
+    (``TypeError``), in its own words; ``bounded``: what stayed bounded and by whom."""
+
+    summary: str
+    leaks: tuple[str, ...] = ()
+    broken_calls: tuple[str, ...] = ()
+    bounded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The one verdict on a release: an :class:`Outcome`, why, and notes that decide nothing."""
+
+    outcome: Outcome
+    reason: str
+    measured: bool
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def decide(static: ReleaseVerdict, measured: Optional[Measured] = None) -> Decision:
+    """The verdict on one release: from reading it alone (``measured`` None: ``status()``,
+    ``doctor``, ``guard --static``) or from running it too (the guard's census).
+
+    Measured memory decides over names: a release whose engine calls all run and whose
+    flashinfer memory stays bounded is :attr:`Outcome.BOUNDED` (a verified release stays
+    :data:`VERIFIED`, one that predates every row :data:`PREDATES`), and the static
+    differences become notes, since they changed no measured behaviour.  A refused engine
+    call is :data:`BREAKS_CALL`; growth is :data:`LEAKS`.  Pure; costs nothing."""
+    if measured is None:
+        return Decision(static.outcome, static.reason(), False)
+    static_notes = tuple(f"static check: {part}" for part in _static_parts(static))
+    if measured.broken_calls:
+        return Decision(BREAKS_CALL, "; ".join(measured.broken_calls), True, static_notes)
+    if measured.leaks:
+        return Decision(LEAKS, f"{measured.summary}: {'; '.join(measured.leaks)}", True, static_notes)
+    outcome = static.outcome if static.outcome in (VERIFIED, PREDATES) else Outcome.BOUNDED
+    reason = measured.summary
+    if measured.bounded:
+        reason = f"{reason}; {'; '.join(measured.bounded)}"
+    return Decision(outcome, reason, True, tuple(f"{note} (no effect measured)" for note in static_notes))
+
+
+def _static_parts(static: ReleaseVerdict) -> list[str]:
+    parts = [v.reason for v in static.problems]
+    if static.call_api is not None:
+        parts.append(f"call API: {static.call_api.describe()}")
+    return parts
+
+
 def judge_release(
     lookup: Callable[[specs.FunctionSpec], Optional[Found]],
     release: Optional[Version],
@@ -228,6 +310,12 @@ def judge_release(
 __all__ = [
     "BOUND",
     "BOUNDED_UPSTREAM",
+    "BREAKS_CALL",
+    "Decision",
+    "LEAKS",
+    "Measured",
+    "Outcome",
+    "decide",
     "MISMATCH",
     "MISSING",
     "NOT_IN_RELEASE",

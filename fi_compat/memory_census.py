@@ -34,7 +34,10 @@ workload raises, after stopping the trace it started.
 from __future__ import annotations
 
 import gc
+import linecache
 import os
+import re
+import sys
 import tracemalloc
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -58,7 +61,7 @@ class Site:
 
     where: str  # file:line
     what: str
-    kind: str  # "functools", "dict" or "memory"
+    kind: str  # "functools", "dict", "memory" (per distinct length) or "per-call"
     entries_per_length: Optional[float]
     bytes_per_length: float
     lines: list[str] = field(default_factory=list)
@@ -195,12 +198,29 @@ def measure(
     memo_growth = [{g.after.path: g for g in memo_walk.grown(points[i][0], points[i + 1][0])} for i in (0, 1)]
     line_growth = [_line_growth(points[i][1], points[i + 1][1]) for i in (0, 1)]
     per_call = _line_growth(points[2][1], points[3][1])
+    counts = [max(1, len(half)) for half in halves]
+    # a line that grows on every call, repeated calls included: a per-call leak, when it grows in
+    # all three passes by BYTES_PER_LENGTH per call on average and half that in each (a list's
+    # buffer grows in steps)
+    passes = [(line_growth[0], counts[0]), (line_growth[1], counts[1]), (per_call, counts[1])]
+    per_call_sites = [
+        Site(
+            line,
+            "memory allocated here on every call, repeated ones too, and still held",
+            "per-call",
+            None,
+            size / counts[1],
+            [line],
+        )
+        for line, size in sorted(per_call.items())
+        if sum(grown.get(line, 0) for grown, _ in passes) / sum(count for _, count in passes) >= BYTES_PER_LENGTH
+        and all(grown.get(line, 0) / count >= BYTES_PER_LENGTH / 2 for grown, count in passes)
+    ]
     for grown_lines in line_growth:
         for line, size in per_call.items():
             if line in grown_lines:
                 grown_lines[line] -= size
-    counts = [max(1, len(half)) for half in halves]
-    sites = judge(memo_growth, line_growth, counts, cache_size)
+    sites = judge(memo_growth, line_growth, counts, cache_size) + per_call_sites
     return {
         "per_call_lines": dict(sorted(per_call.items(), key=lambda kv: -kv[1])[:10]),
         "sites": [site.as_dict() for site in sites],
@@ -247,6 +267,8 @@ def judge(
         file, _, number = line.rpartition(":")
         if any(span and span[0] == file and span[1] <= int(number) <= span[2] for span in bounded_spans):
             continue  # what a cache bounded upstream holds
+        if calls_bounded_cache(file, int(number), cache_size) is not None:
+            continue  # the call into a bounded cache: the entries a C lru_cache keeps are charged to its caller
         owner = next((s for s, span in spans if span and span[0] == file and span[1] <= int(number) <= span[2]), None)
         if owner is None:
             # memory a caller keeps: the memo it lands in is folded in when the line calls into one
@@ -257,6 +279,41 @@ def judge(
         else:
             sites.append(Site(line, "memory allocated here and still held", "memory", None, size / counts[1], [line]))
     return sorted(sites, key=lambda s: -s.bytes_per_length)
+
+
+_CALLED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
+def calls_bounded_cache(file: str, number: int, cache_size: int) -> Optional[str]:
+    """The name of a bounded functools cache that line ``number`` of ``file`` calls, if any.
+
+    ``functools.lru_cache`` is written in C: what its entries hold (the key tuple,
+    the link) is charged by tracemalloc to the Python line that called it, outside
+    the cached function.  A line that calls a cache bounded at most
+    :data:`HUGE_FACTOR` times fi_compat's bound (flashinfer's own, or fi_compat's)
+    grows only until that cache is full, so it is not judged.  Reads the line with
+    :mod:`linecache` and the names it calls from the module loaded from ``file``."""
+    module = next(
+        (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == file),
+        None,
+    )
+    if module is None:
+        return None
+    for name in _CALLED.findall(linecache.getline(file, number)):
+        name = str(name)
+        value = vars(module).get(name)
+        parameters = getattr(value, "cache_parameters", None)
+        if not callable(parameters):
+            continue
+        try:
+            maxsize = parameters().get("maxsize")
+        except Exception:  # noqa: BLE001  (a foreign object that only looks like a cache)
+            continue
+        if getattr(value, "_fi_compat_original", None) is not None or (
+            maxsize is not None and maxsize <= HUGE_FACTOR * cache_size
+        ):
+            return name
+    return None
 
 
 def walk_report(baseline: Optional[dict[str, memo_walk.Memo]] = None, cache_size: int = 256) -> dict[str, Any]:

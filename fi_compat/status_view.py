@@ -14,12 +14,13 @@ from typing import Any, Optional
 from ._version import __version__
 from .config import DEFAULT_CACHE_SIZE
 from . import memory_census
-from .judgement import BOUND, ReleaseVerdict
-from .lookup import foreign_memo
+from .judgement import BOUND, ReleaseVerdict, decide
+from .lookup import find_live, foreign_memo
 from .lookup.modules import loaded
 from .proxies import is_fi_compat_proxy
 from .release_detection import detect_release
-from .specs import CORE_MODULE, TUNING_CONFIG_BUILDER
+from .signatures import compare
+from .specs import CORE_MODULE, DECODE, TUNING_CONFIG_BUILDER
 from .state import Snapshot
 
 
@@ -44,7 +45,9 @@ def _outcome(snap: Snapshot) -> Optional[str]:
     if not snap.verdicts:
         return None
     version = None if snap.release is None else snap.release.version
-    return ReleaseVerdict(version, tuple(snap.verdicts.values()), None).outcome
+    decode = find_live(DECODE)  # the imported modules only: status() imports nothing
+    call_api = None if decode is None else compare(DECODE, decode.function, version)
+    return decide(ReleaseVerdict(version, tuple(snap.verdicts.values()), call_api)).outcome.value
 
 
 def _trtllm(snap: Snapshot) -> dict[str, Any]:

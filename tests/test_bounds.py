@@ -208,12 +208,15 @@ def test_outcome_unsupported_when_nothing_is_found(tmp_path):
     assert judged.call_api is not None and judged.call_api.found is None
 
 
-def test_a_changed_decode_affects_only_the_call_api(tmp_path):
+def test_a_changed_decode_leaves_every_row_verified_and_the_release_unverified(tmp_path):
+    """The caches are bounded as before, but that decode signature never ran in the matrix: the
+    release is unverified, for status(), doctor and the guard alike (one rule, in the outcome)."""
     decode = fakes.decode_def("0.6.18").replace("max_seq_len, sparse_mla_top_k=0", "max_seq_len, page_stride, sparse_mla_top_k=0")
     drift = fakes.Drift(specs.DECODE, "gained required parameter 'page_stride'", decode)
     with loaded_release("0.6.18", tmp_path, drifts=(drift,)) as fake:
         judged = judged_release(fake)
-    assert judged.outcome == VERIFIED
+    assert all(v.verified for v in judged.rows if v.kind == BOUND) and not judged.problems
+    assert judged.outcome == UNVERIFIED
     assert judged.call_api is not None and "gained required parameter 'page_stride'" in judged.call_api.difference
     assert "call API: " in judged.reason()
 

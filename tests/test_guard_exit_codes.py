@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fi_compat.cli import main
-from fi_compat.commands.guard.report import EXIT_ERROR, EXIT_OK, EXIT_UNSUPPORTED
+from fi_compat.commands.guard.report import EXIT_ERROR, EXIT_NOT_MEASURED, EXIT_OK, EXIT_UNSUPPORTED
 from test_guard_wheels import CORE_0618, make_wheel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,8 +29,9 @@ def documented_exit_codes() -> dict[int, str]:
 
 def test_the_documented_codes_are_the_codes_of_the_code():
     documented = documented_exit_codes()
-    assert sorted(documented) == [EXIT_OK, EXIT_UNSUPPORTED, EXIT_ERROR] == [0, 1, 2]
-    assert "unsupported" in documented[EXIT_UNSUPPORTED] and "could not be checked" in documented[EXIT_ERROR]
+    assert sorted(documented) == [EXIT_OK, EXIT_UNSUPPORTED, EXIT_ERROR, EXIT_NOT_MEASURED] == [0, 1, 2, 3]
+    assert "leaks" in documented[EXIT_UNSUPPORTED] and "could not be checked" in documented[EXIT_ERROR]
+    assert "not measured" in documented[EXIT_NOT_MEASURED]
 
 
 def _write(path: Path, text: str) -> str:
@@ -39,21 +40,29 @@ def _write(path: Path, text: str) -> str:
 
 
 def cases(tmp: Path, cache: Path) -> dict[int, list[list[str]]]:
-    """Arguments for each exit code (``cache`` holds the real 0.6.18 wheel)."""
+    """Arguments for each exit code (``cache`` holds the real 0.6.18 wheel).  The synthetic wheels
+    exit if imported, so they are read with ``--static``; exit 1 is a real census: 0.6.18 measured
+    with a fi_compat that bounds neither the tuning config nor the builder (``--census-only-bounds``),
+    on one query token and 32 lengths per call."""
     good = make_wheel(tmp, "0.7.5")  # signatures match, outside every range: compatible-unverified
+    verified = make_wheel(tmp, "0.6.18", name="verified.whl")
     bad = make_wheel(tmp, "0.6.18", DRIFTED, name="drifted.whl")
     (tmp / "local").mkdir(exist_ok=True)
     bad_named = make_wheel(tmp / "local", "0.6.18", DRIFTED)  # flashinfer_python-0.6.18-py3-none-any.whl
     offline = ["--offline", "--cache-dir", str(cache)]
+    leaking = ["--census", "--census-modes", "q1", "--census-lengths", "32", "--census-only-bounds",
+               "split-kv,batch-cap", "--pin", "flashinfer-python==0.6.18", *offline]
     return {
         EXIT_OK: [
             [str(DATA / "uv-registry" / "uv.lock"), *offline],
             [_write(tmp / "none.txt", "numpy\n"), *offline],
-            ["--wheel", str(good)],
+            ["--static", "--wheel", str(verified)],
         ],
-        EXIT_UNSUPPORTED: [
-            ["--wheel", str(bad)],
-            [_write(tmp / "local.txt", f"{bad_named}\nflashinfer-python==0.6.18\n"), *offline],
+        EXIT_UNSUPPORTED: [leaking],
+        EXIT_NOT_MEASURED: [
+            ["--static", "--wheel", str(good)],
+            ["--static", "--wheel", str(bad)],
+            ["--static", _write(tmp / "local.txt", f"{bad_named}\nflashinfer-python==0.6.18\n"), *offline],
         ],
         EXIT_ERROR: [
             [],
@@ -63,7 +72,9 @@ def cases(tmp: Path, cache: Path) -> dict[int, list[list[str]]]:
              *offline],
             [_write(tmp / "vcs.txt", "git+https://github.com/flashinfer-ai/flashinfer.git#egg=flashinfer-python\n"), *offline],
             [_write(tmp / "editable.txt", "-e ./flashinfer\n"), *offline],
-            ["--wheel", str(bad), _write(tmp / "vcs2.txt", "-e git+https://x.invalid/flashinfer.git\n"), *offline],
+            ["--static", "--wheel", str(bad), _write(tmp / "vcs2.txt", "-e git+https://x.invalid/flashinfer.git\n"),
+             *offline],
+            ["--static", "--census", "--wheel", str(good)],
         ],
     }
 
@@ -84,7 +95,7 @@ def test_every_documented_code_is_what_the_guard_returns(real_wheel, wheel_cache
     assert set(got) == set(documented_exit_codes())
 
 
-@pytest.mark.parametrize("code", [EXIT_OK, EXIT_UNSUPPORTED, EXIT_ERROR])
+@pytest.mark.parametrize("code", [EXIT_OK, EXIT_NOT_MEASURED, EXIT_ERROR])
 def test_the_process_exit_status_is_the_same(code, real_wheel, wheel_cache, tmp_path):
     real_wheel("0.6.18")
     argv = cases(tmp_path, wheel_cache)[code][0]

@@ -22,7 +22,8 @@ import pytest
 
 import fi_compat
 from fi_compat import specs
-from fi_compat.judgement import judge_release
+from fi_compat.commands.guard.check import WORDS
+from fi_compat.judgement import Outcome, judge_release
 from fi_compat.cli import main
 from fi_compat.commands.guard import fetch as fetch_module
 from fi_compat.commands.guard.errors import FetchError, GuardError
@@ -38,14 +39,16 @@ REPO = Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------------------- helpers
 
 
-def run_guard(*argv: str, capsys) -> tuple[int, str]:
-    status = main(["guard", *argv])
+def run_guard(*argv: str, capsys, static: bool = True) -> tuple[int, str]:
+    """The guard in this process; ``static``: the fast check alone (``--static``), as these
+    tests judge what it reads from a wheel (tests/test_guard_measured.py runs releases)."""
+    status = main(["guard", *(("--static",) if static else ()), *argv])
     out = capsys.readouterr()
     return status, out.out + out.err
 
 
-def run_json(*argv: str, capsys) -> tuple[int, dict]:
-    status, text = run_guard(*argv, "--json", capsys=capsys)
+def run_json(*argv: str, capsys, static: bool = True) -> tuple[int, dict]:
+    status, text = run_guard(*argv, "--json", capsys=capsys, static=static)
     return status, json.loads(text)
 
 
@@ -173,9 +176,8 @@ def test_the_guard_on_a_wheel_says_what_install_does_with_the_same_source(releas
             warnings.simplefilter("ignore")
             state = fi_compat.install()
     assert row_verdicts(result["bounds"]) == row_verdicts(state["bounds"])
-    expected = {"verified": "verified", "unverified": "compatible-unverified", "partial": "unsupported",
-                "unsupported": "unsupported"}[state["outcome"]]
-    assert result["verdict"] == expected
+    # one verdict: status() shows fi_compat.judgement.decide's outcome, the guard names the same one
+    assert result["verdict"] == WORDS[Outcome(state["outcome"])]
 
 
 # --------------------------------------------------------------------------- synthetic: verdicts
@@ -200,8 +202,8 @@ def test_drift_gained_required_parameter_is_unsupported(tmp_path, capsys):
     drifted = CORE_0618.replace("max_seq_len, device,", "max_seq_len, device, page_table_layout,")
     wheel = make_wheel(tmp_path, "0.6.18", drifted)
     status, text = run_guard("--wheel", str(wheel), capsys=capsys)
-    assert status == 1, text
-    assert "unsupported" in text and "6 of 7" in text
+    assert status == 3, text  # --static: a difference by name, not measured
+    assert "unsupported (not measured)" in text and "6 of 7" in text
     assert "flashinfer.mla._core._build_mla_decode_tuning_config: gained required parameter 'page_table_layout'" in text
     status, data = run_json("--wheel", str(wheel), capsys=capsys)
     (mismatch,) = data["results"][0]["mismatches"]
@@ -214,7 +216,7 @@ def test_drift_gained_required_parameter_is_unsupported(tmp_path, capsys):
 def test_renamed_parameter_is_unsupported_and_a_lost_cache_is_not(tmp_path, capsys):
     renamed = CORE_0618.replace("profile_seq_len,", "profile_len,")
     status, data = run_json("--wheel", str(make_wheel(tmp_path, "0.7.4", renamed)), capsys=capsys)
-    assert status == 1
+    assert status == 3
     result = data["results"][0]
     assert result["verdict"] == "unsupported"
     (mismatch,) = [m for m in result["mismatches"] if m["function"] == specs.TUNING_CONFIG.qualname]
@@ -228,15 +230,15 @@ def test_renamed_parameter_is_unsupported_and_a_lost_cache_is_not(tmp_path, caps
 
 def test_matching_signatures_outside_the_matrix_are_compatible_unverified(tmp_path, capsys):
     status, text = run_guard("--wheel", str(make_wheel(tmp_path, "0.7.5")), capsys=capsys)
-    assert status == 0, text
-    assert "0.7.5" in text and "compatible-unverified" in text and "8 of 8" in text
-    assert "run the release matrix" in text.lower()
+    assert status == 3, text
+    assert "0.7.5" in text and "compatible-unverified (not measured)" in text and "8 of 8" in text
+    assert "without --static to measure this release" in text
 
 
 def test_release_comes_from_metadata_not_the_file_name(tmp_path, capsys):
     wheel = make_wheel(tmp_path, "0.7.5", name="renamed.whl")
     status, data = run_json("--wheel", str(wheel), capsys=capsys)
-    assert (status, data["results"][0]["release"], data["results"][0]["verdict"]) == (0, "0.7.5", "compatible-unverified")
+    assert (status, data["results"][0]["release"], data["results"][0]["verdict"]) == (3, "0.7.5", "compatible-unverified")
 
 
 def test_reexported_function_is_followed_like_the_runtime_attribute(tmp_path, capsys):
@@ -246,14 +248,14 @@ def test_reexported_function_is_followed_like_the_runtime_attribute(tmp_path, ca
     moved_to = fakes.MOVED_TO.replace(".", "/") + ".py"
     broken = make_wheel(tmp_path, "0.6.18", drifts=moved, omit=[moved_to], name="no-builder.whl")
     status, data = run_json("--wheel", str(broken), capsys=capsys)
-    assert status == 1
+    assert status == 3
     assert any(m["found"] is None and m["function"] == specs.TUNING_CONFIG_BUILDER.qualname
                for m in data["results"][0]["mismatches"])
 
 
 def test_missing_module_is_unsupported_and_says_which_file(tmp_path, capsys):
     status, text = run_guard("--wheel", str(make_wheel(tmp_path, "0.7.6", core=None)), capsys=capsys)
-    assert status == 1, text
+    assert status == 3, text
     assert "flashinfer/mla/_core.py / flashinfer/mla/_core/__init__.py is not in the wheel" in text
     assert "trtllm_batch_decode_with_kv_cache_mla: is missing" in text
 
@@ -306,11 +308,11 @@ def test_no_input_is_a_usage_error(capsys):
     assert status == 2 and "give requirement FILEs" in text
 
 
-def test_unsupported_wins_over_verified_and_errors_win_over_both(tmp_path, capsys):
+def test_not_measured_wins_over_verified_and_errors_win_over_both(tmp_path, capsys):
     good = make_wheel(tmp_path, "0.6.18")
     bad = make_wheel(tmp_path, "0.6.18", CORE_0618.replace("kv_lora_rank, max_seq_len, device,", "kv_lora_rank, device,"),
                      name="bad.whl")
-    assert run_guard("--wheel", str(good), "--wheel", str(bad), capsys=capsys)[0] == 1
+    assert run_guard("--wheel", str(good), "--wheel", str(bad), capsys=capsys)[0] == 3
     missing = tmp_path / "absent.whl"
     status, text = run_guard("--wheel", str(good), "--wheel", str(bad), "--wheel", str(missing), capsys=capsys)
     assert status == 2 and "absent.whl: no such file" in text

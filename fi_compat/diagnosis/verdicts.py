@@ -16,7 +16,7 @@ from typing import Any, Optional
 from packaging.version import InvalidVersion, Version
 
 from ..bounds import BOUNDS
-from ..judgement import ReleaseVerdict, judge_release
+from ..judgement import ReleaseVerdict, decide, judge_release
 from ..lookup import DirectoryReader, Lookup, module_loaded, runtime_lookup, source_lookup
 from ..specs import DECODE
 
@@ -104,8 +104,8 @@ def bounds_section(
         rows.append(row)
     return {
         "checked_on": checked_on,
-        "outcome": None if judged is None else judged.outcome,
-        "reason": None if judged is None else judged.reason(),
+        "outcome": None if judged is None else decide(judged).outcome.value,
+        "reason": None if judged is None else decide(judged).reason,
         "rows": rows,
     }
 

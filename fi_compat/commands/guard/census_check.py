@@ -1,28 +1,30 @@
-"""``fi-compat guard --census``: catch the next leak, not only the next signature.
+"""The guard's census: a release's verdict from running it, not from its names.
 
 The static check reads signatures; it cannot see a cache flashinfer starts
-keying on the length in a function fi_compat does not know, or a known one
-that gains ``max_seq_len`` (0.6.16's cute-dsl sizer).  The census runs the
-release: :func:`census_wheel` installs the wheel into a throwaway directory
-(:mod:`.census_env`), runs :mod:`.census_probe` there -- fi_compat installed,
-the real MLA decode host path under the CPU-host shim, each engine's layout
-and backends, a few hundred distinct ``max_seq_len`` values in two halves --
-and judges its census with :func:`leaks`.
+keying on the length in a function fi_compat does not know, a memo renamed or
+written by hand, or that a renamed memo is now bounded upstream.  The census
+runs the release: :func:`census_wheel` installs the wheel into a throwaway
+directory (:mod:`.census_env`), runs :mod:`.census_probe` there -- fi_compat
+installed, the real MLA decode host path under the CPU-host shim, each
+engine's call, distinct ``max_seq_len`` up to 1M in two halves -- and reads
+its report: :func:`leaks` (what keeps growing), :func:`what_is_bounded` (what
+fi_compat bounded, what flashinfer bounds), the engine calls the release
+refused.  :meth:`CensusResult.measured` hands that to
+:func:`fi_compat.judgement.decide`, which gives the verdict.
 
-A flashinfer-owned cache **grows per distinct length** when, in the second
-half of a layout's soak, it gains at least :data:`PER_LENGTH` entries per new
-distinct length (one per four).  Unbounded caches on the real history gain 1
-(the tuning config) to 14 (the cute-dsl sizer) per length; with fi_compat's
-bound the flashinfer cache behind it gains none; caches keyed on a few kernel
-variants or on a geometric ladder gain a handful in the first half and almost
-nothing in the second.  A leak is reported with the cached function's
-qualified name, its parameters (the key), the fi_compat row that covers it,
-if any, and the growth per layout.
+A flashinfer functools cache **grows per distinct length** when, in the second
+half of a call's soak, it gains at least :data:`PER_LENGTH` entries per new
+distinct length (one per four), unless it is bounded (:func:`bounded_upstream`:
+a finite bound it filled within the run, or one no larger than fi_compat would
+set).  The census by memory (:mod:`fi_compat.memory_census`) adds every other
+memo and every flashinfer source line that keeps growing, per length or per
+call.  Each is reported with its ``flashinfer/...py:LINE``, the engine calls
+that reach it and, for a functools cache, its parameters (the key) and the
+fi_compat row that covers it, if any.
 
-Cost, per release (docs/guard.md has the measurements): the wheel install
-(4-13 s), the probe (14-22 s, most of it importing torch and flashinfer) and
-removing the throwaway directory (0.7.4 installs 18,000 files: from about a
-second on tmpfs to tens of seconds on a filesystem with slow unlinks).
+Cost, per release on 2 shared cores (docs/guard.md, docs/benchmarks.md): the
+wheel install (5-25 s), the probe (about 10-20 s per engine call and query
+mode, the census by memory included) and removing the throwaway directory.
 Failure: anything that stops the census is a :class:`~.census_env.CensusError`
 (exit 2).
 """
@@ -39,8 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ...judgement import Measured, decide
+from ...memory_census import HUGE_FACTOR
 from .census_env import CensusError, install_overlay, missing_message, probe_environment, requirements_missing
-from .check import GUARD_ERROR, GUARD_LEAKS, GUARD_UNVERIFIED, GUARD_VERIFIED, Result
+from .check import GUARD_ERROR, Result
 
 PER_LENGTH = 0.25
 """Entries per new distinct length, in the second half, that make a cache "grow per length"."""
@@ -48,6 +52,16 @@ PROBE_MODULE = "fi_compat.commands.guard.census_probe"
 PROBE_TIMEOUT_S = 600.0
 FLAT = "flat"
 GROWS = "grows"
+BROKEN = "broken"
+CACHE_SIZE = 256  # fi_compat's default bound, which the probe installs
+
+
+def short_path(where: Optional[str]) -> Optional[str]:
+    """``flashinfer/mla/_core.py:3224`` for a path inside the throwaway install (removed afterwards)."""
+    if where is None:
+        return None
+    marker = "/flashinfer/"
+    return "flashinfer/" + where.rsplit(marker, 1)[1] if marker in where else where
 
 
 @dataclass
@@ -59,26 +73,38 @@ class Leak:
     row: Optional[str]
     row_state: str
     layouts: list[dict[str, Any]]
+    where: Optional[str] = None  # flashinfer/...py:LINE that keeps growing
 
     @property
     def per_length(self) -> float:
         return max(layout["per_length"] for layout in self.layouts)
 
+    @property
+    def lines(self) -> list[str]:
+        """Every flashinfer ``file:line`` seen growing for this leak, its own first."""
+        found = [self.where] if self.where else []
+        for layout in self.layouts:
+            found += layout.get("lines", [])
+        return list(dict.fromkeys(found))
+
     def describe(self) -> str:
-        key = "(parameters unknown)" if self.key is None else f"({', '.join(self.key)})"
-        where = ", ".join(
-            f"{l['layout']}/{l['backend']}/{l.get('mode', 'q1')} "
+        calls = ", ".join(
+            f"{l['layout']}/{l['backend']}/{l.get('mode', 'q1')} ("
             + (
-                f"+{l['gained']} over {l['lengths']} new lengths"
-                if l.get("gained") is not None
-                else f"{l['bytes_per_length']:.0f} B per new length"
+                f"+{l['gained']} entries over {l['lengths']} new lengths"
+                if l.get("bytes_per_length") is None
+                else f"{l['bytes_per_length']:.0f} B per {l.get('per', 'length')}"
             )
+            + ")"
             for l in self.layouts
         )
-        return (
-            f"{self.function}{key} grows by {self.per_length:.1f} entries per distinct max_seq_len "
-            f"({where}); {self.row_state}"
-        )
+        if self.key is not None:  # a functools cache the census named
+            at = f" [{self.where}]" if self.where else ""
+            return (
+                f"{self.function}({', '.join(self.key)}){at} grows by {self.per_length:.1f} entries per distinct "
+                f"max_seq_len, reached by {calls}; {self.row_state}"
+            )
+        return f"{self.function} [lines {', '.join(self.lines)}], reached by {calls}; {self.row_state}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +114,8 @@ class Leak:
             "row_state": self.row_state,
             "per_length": round(self.per_length, 2),
             "layouts": self.layouts,
+            "where": self.where,
+            "lines": self.lines,
         }
 
 
@@ -102,6 +130,17 @@ class CensusResult:
     fi_compat: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    broken_calls: list[dict[str, Any]] = field(default_factory=list)
+    bounded: list[str] = field(default_factory=list)  # what fi_compat bounded and what flashinfer bounds
+
+    def measured(self) -> Measured:
+        """This census in the words :func:`fi_compat.judgement.decide` reads."""
+        broken = tuple(
+            f"the {b['layout']} engine's call (backend {b['backend']}, {b['mode']}) is refused by "
+            f"{self.release}: {b['error']}" + (f" [{b['where']}]" if b.get("where") else "")
+            for b in self.broken_calls
+        )
+        return Measured(self.summary(), tuple(leak.describe() for leak in self.leaks), broken, tuple(self.bounded))
 
     def summary(self) -> str:
         total = sum(sum(layout["lengths"]) for layout in self.layouts)
@@ -110,9 +149,11 @@ class CensusResult:
             f"census of {self.release}: {total} distinct max_seq_len over {len(self.layouts)} layouts "
             f"({shown}) with fi_compat installed, {sum(self.seconds.values()):.1f} s"
         )
+        if self.verdict == BROKEN:
+            return f"{head}: {len(self.broken_calls)} engine call(s) refused"
         if self.verdict == FLAT:
-            return f"{head}: no flashinfer cache grows per distinct length"
-        return f"{head}: {len(self.leaks)} flashinfer cache(s) grow per distinct length"
+            return f"{head}: flashinfer's memory stays bounded"
+        return f"{head}: {len(self.leaks)} flashinfer line(s) or memo(s) keep growing"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +165,8 @@ class CensusResult:
             "fi_compat": self.fi_compat,
             "seconds": self.seconds,
             "notes": self.notes,
+            "broken_calls": self.broken_calls,
+            "bounded": self.bounded,
         }
 
 
@@ -136,8 +179,42 @@ def _row_state(key: dict[str, Any], rows: dict[str, str]) -> str:
     return f"fi_compat row {row!r} was not installed in the probe (--census-only-bounds)"
 
 
+def bounded_upstream(entry: dict[str, Any]) -> bool:
+    """A flashinfer functools cache with a finite bound that it filled within the run, or one
+    no larger than fi_compat would set (:data:`fi_compat.memory_census.HUGE_FACTOR` times its
+    bound): it grows until it is full and then evicts, so it is bounded, not a leak."""
+    maxsize = entry.get("maxsize")
+    if maxsize is None:
+        return False
+    return bool(entry.get("currsize", 0) >= maxsize or maxsize <= HUGE_FACTOR * CACHE_SIZE)
+
+
+def what_is_bounded(payload: dict[str, Any]) -> list[str]:
+    """What fi_compat bounded (its rows with verdict ``bound``) and what flashinfer bounds
+    itself (rows ``bounded-upstream`` and every flashinfer cache of finite size that grew)."""
+    said = [f"fi_compat bounded {row['name']}" for row in payload["fi_compat"]["bounds"] if row["verdict"] == "bound"]
+    said += [
+        f"flashinfer bounds {row['name']} itself"
+        for row in payload["fi_compat"]["bounds"]
+        if row["verdict"] == "bounded-upstream"
+    ]
+    upstream: dict[str, tuple[int, int]] = {}
+    for layout in payload["layouts"]:
+        for entry in layout["grown"]:
+            if entry["owner"] == "flashinfer" and bounded_upstream(entry):
+                held = max(entry.get("currsize", 0), upstream.get(entry["qualname"], (0, 0))[1])
+                upstream[entry["qualname"]] = (entry["maxsize"], held)
+    said += [
+        f"flashinfer bounds {name} (lru_cache maxsize {maxsize}, {held} entries at the end"
+        + (", full" if held >= maxsize else "")
+        + ")"
+        for name, (maxsize, held) in sorted(upstream.items())
+    ]
+    return said
+
+
 def leaks(payload: dict[str, Any]) -> list[Leak]:
-    """The flashinfer caches of a probe's report that grow per distinct length (see the module docstring)."""
+    """The flashinfer caches and lines of a probe's report that keep growing (see the module docstring)."""
     rows = {row["name"]: row["verdict"] for row in payload["fi_compat"]["bounds"]}
     found: dict[str, Leak] = {}
     for layout in payload["layouts"]:
@@ -146,10 +223,19 @@ def leaks(payload: dict[str, Any]) -> list[Leak]:
             gained = entry["gained"][1]
             if entry["owner"] != "flashinfer" or new_lengths <= 0 or gained < PER_LENGTH * new_lengths:
                 continue
+            if bounded_upstream(entry):
+                continue
             key = payload["keys"].get(entry["qualname"], {})
             leak = found.setdefault(
                 entry["qualname"],
-                Leak(entry["qualname"], key.get("parameters"), key.get("row"), _row_state(key, rows), []),
+                Leak(
+                    entry["qualname"],
+                    key.get("parameters"),
+                    key.get("row"),
+                    _row_state(key, rows),
+                    [],
+                    short_path(key.get("where")),
+                ),
             )
             leak.layouts.append(
                 {
@@ -166,53 +252,68 @@ def leaks(payload: dict[str, Any]) -> list[Leak]:
     return sorted(found.values(), key=lambda leak: -leak.per_length)
 
 
+def _same_call(entry: dict[str, Any], layout: dict[str, Any]) -> bool:
+    return (entry["layout"], entry["backend"], entry.get("mode", "q1")) == (
+        layout["layout"],
+        layout["backend"],
+        layout.get("mode", "q1"),
+    )
+
+
+def _named_already(site: dict[str, Any], leaks: dict[str, Leak]) -> bool:
+    """Whether the census by memory's ``site`` is a functools cache the functools census named:
+    the same class and function (a module can be reached under two paths) in the same file."""
+    words = site["what"].replace(",", " ").split()
+    if any(qualname in words for qualname in leaks):
+        return True
+    file = (short_path(site["where"]) or "").rpartition(":")[0]
+    tails = {".".join(word.split(".")[-2:]) for word in words if "." in word}
+    return any(
+        ".".join(leak.function.split(".")[-2:]) in tails and (leak.where or "").rpartition(":")[0] == file
+        for leak in leaks.values()
+    )
+
+
 def _memory_leaks(payload: dict[str, Any], found: dict[str, Leak]) -> None:
-    """The census by memory's sites (fi_compat.memory_census), one leak per
+    """The census by memory's sites (fi_compat.memory_census), one leak per memo or
     ``file:line``.  A memo the functools census already named is not repeated;
-    in a layout where it named one, lines that hold memory outside any memo
-    found (the buckets a leaking config holds, in another file) are listed with
-    that leak (``also_held``), not as leaks of their own."""
+    in a layout where a memo was named, lines that hold memory outside any memo
+    (the buckets a leaking config holds, in another file) are listed with that
+    memo (``also_held``), not as leaks of their own."""
     functools_leaks = dict(found)
     for layout in payload["layouts"]:
         mode = layout.get("mode", "q1")
-        here = [
-            leak
-            for leak in functools_leaks.values()
-            if any(
-                (l["layout"], l["backend"], l.get("mode", "q1")) == (layout["layout"], layout["backend"], mode)
-                for l in leak.layouts
-            )
+        sites = layout.get("memory", {}).get("sites", [])
+        memos_here: list[dict[str, Any]] = [
+            entry for leak in functools_leaks.values() for entry in leak.layouts if _same_call(entry, layout)
         ]
-        for site in layout.get("memory", {}).get("sites", []):
-            words = site["what"].replace(",", " ").split()
-            if any(qualname in words for qualname in functools_leaks):
+        for site in sites:
+            if _named_already(site, functools_leaks):
                 continue
-            if site["kind"] == "memory" and here:
-                for entry in here[0].layouts:
-                    if (entry["layout"], entry["backend"], entry.get("mode", "q1")) == (
-                        layout["layout"],
-                        layout["backend"],
-                        mode,
-                    ):
-                        entry.setdefault("also_held", []).append(
-                            f"{site['where']} ({site['bytes_per_length']:.0f} B per length)"
-                        )
+            where = short_path(site["where"])
+            lines = [line for line in (short_path(l) for l in site.get("lines", [])) if line]
+            if site["kind"] == "memory" and memos_here:  # held by the functools leak of this call
+                memos_here[0].setdefault("also_held", []).append(
+                    f"{where} ({site['bytes_per_length']:.0f} B per length)"
+                )
                 continue
-            name = f"{site['where']}: {site['what']} ({site['bytes_per_length']:.0f} B per length)"
+            what = site["what"].replace(site["where"], where or "")
+            name = f"{where}: {what}"
             leak = found.setdefault(
-                name, Leak(name, None, None, "no fi_compat row bounds it (the census by memory found it)", [])
+                name, Leak(name, None, None, "no fi_compat row bounds it (the census by memory found it)", [], where)
             )
-            leak.layouts.append(
-                {
-                    "layout": layout["layout"],
-                    "backend": layout["backend"],
-                    "mode": mode,
-                    "gained": site["entries_per_length"],
-                    "lengths": layout["lengths"][1],
-                    "per_length": site["entries_per_length"] or 0.0,
-                    "bytes_per_length": site["bytes_per_length"],
-                }
-            )
+            entry = {
+                "layout": layout["layout"],
+                "backend": layout["backend"],
+                "mode": mode,
+                "gained": site["entries_per_length"],
+                "lengths": layout["lengths"][1],
+                "per_length": site["entries_per_length"] or 0.0,
+                "bytes_per_length": site["bytes_per_length"],
+                "per": "call" if site["kind"] == "per-call" else "length",
+                "lines": lines,
+            }
+            leak.layouts.append(entry)
 
 
 def run_probe(
@@ -298,14 +399,17 @@ def census_wheel(
         f"query mode {r['mode']} not accepted by {payload['release']} ({r['layout']}/{r['backend']}): {r['error']}"
         for r in payload.get("refused_modes", [])
     )
+    broken = payload.get("broken_calls", [])
     return CensusResult(
-        GROWS if found else FLAT,
+        BROKEN if broken else GROWS if found else FLAT,
         payload["release"],
         found,
         layouts,
         payload["fi_compat"],
         {"install": round(installed - started, 2), "probe": round(finished - installed, 2)},
         notes,
+        broken,
+        what_is_bounded(payload),
     )
 
 
@@ -317,9 +421,9 @@ def add_census(
     only_bounds: Optional[Sequence[str]] = None,
     modes: Optional[Sequence[str]] = None,
 ) -> None:
-    """Run the census of ``wheel`` and fold it into its static ``result``: growth
-    makes a passing verdict ``leaks`` (exit 1); a census that cannot run makes
-    it ``error`` (exit 2), since the check asked for was not done."""
+    """Run the census of ``wheel`` and let :func:`fi_compat.judgement.decide` give the verdict
+    from the static reading and what was measured; a census that cannot run makes the
+    result ``error`` (exit 2), since the release was not measured."""
     release = result.release or wheel.name
     try:
         census = census_wheel(wheel, release, lengths=lengths, only_bounds=only_bounds, modes=modes)
@@ -329,14 +433,14 @@ def add_census(
         result.reason = f"census not run: {exc}"
         return
     result.census = census.as_dict()
+    result.notes[:] = [note for note in result.notes if not note.startswith("not measured:")]
     result.notes.extend(census.notes)
-    if census.verdict == GROWS and result.verdict in (GUARD_VERIFIED, GUARD_UNVERIFIED):
-        # an unsupported release keeps its static reason; its leaks are in result.census
-        result.verdict = GUARD_LEAKS
-        result.reason = f"{census.summary()}: {'; '.join(leak.describe() for leak in census.leaks)}"
+    assert result.static is not None, "add_census takes a result of check_wheel"
+    result.apply(decide(result.static, census.measured()))
 
 
 __all__ = [
+    "BROKEN",
     "CensusError",
     "CensusResult",
     "FLAT",
@@ -344,6 +448,7 @@ __all__ = [
     "Leak",
     "PER_LENGTH",
     "add_census",
+    "bounded_upstream",
     "census_wheel",
     "leaks",
     "run_probe",

@@ -34,8 +34,6 @@ from __future__ import annotations
 import importlib.metadata as metadata
 import importlib.util
 import os
-import subprocess
-import sys
 import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
@@ -46,6 +44,7 @@ from packaging.utils import canonicalize_name
 
 from . import DISTRIBUTION
 from .errors import GuardError
+from .pip import run_pip
 
 INSTALL_TIMEOUT_S = 600.0
 
@@ -108,10 +107,7 @@ def missing_message(release: str, missing: list[str]) -> str:
 
 def install_overlay(wheel: Path, target: Path, timeout: float = INSTALL_TIMEOUT_S) -> None:
     """``pip install --no-deps --no-index --target`` of one wheel file; offline by construction."""
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
+    arguments = [
         "install",
         "--no-deps",
         "--no-index",
@@ -123,22 +119,13 @@ def install_overlay(wheel: Path, target: Path, timeout: float = INSTALL_TIMEOUT_
         str(target),
         str(wheel),
     ]
-    try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            env={**_without_settings(os.environ), "PIP_NO_INPUT": "1"},
-        )
-    except subprocess.TimeoutExpired:
-        raise CensusError(f"installing {wheel.name} into a throwaway directory took over {timeout:.0f} s") from None
-    except OSError as exc:
-        raise CensusError(f"cannot run pip: {exc}") from None
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        raise CensusError(f"`pip install --target` of {wheel.name} failed: {' / '.join(lines[-2:]) or '(no output)'}")
+    run_pip(
+        arguments,
+        what=f"pip install --target of {wheel.name}",
+        timeout=timeout,
+        error=CensusError,
+        env={**_without_settings(os.environ), "PIP_NO_INPUT": "1"},
+    )
 
 
 def fi_compat_root() -> Path:

@@ -9,8 +9,9 @@ directory put first on ``PYTHONPATH``; never run in the user's own process
 
 It installs fi_compat, imports flashinfer under the CPU-host shim
 (:func:`fi_compat.testing.cpu_host`) and, for each engine layout with its
-backends (:data:`ENGINE_BACKENDS`), decodes ``N`` distinct ``max_seq_len``
-values in two interleaved halves with one engine's call
+backends (:data:`ENGINE_BACKENDS`) and query mode (default :data:`DEFAULT_MODES`),
+decodes ``N`` distinct ``max_seq_len`` values up to :data:`CONTEXT`, the batch
+varying with the length, in two interleaved halves with one engine's call
 (:mod:`fi_compat.testing.workload`), taking the census
 (:func:`fi_compat.census.take`) before, between and after.  It writes JSON to
 ``--out``: the growth of every cache in each half, and for each grown
@@ -24,8 +25,11 @@ installing, so the probe behaves like a fi_compat that knows only those rows
 (``tuning-config,builder`` is fi_compat as it was before the cute-dsl sizer
 took ``max_seq_len``).  It is not an option of :func:`fi_compat.install`.
 
-Cost: 15-25 s per release on 2 shared cores, most of it importing torch and
-flashinfer; the decodes (256 lengths, about 1-2 ms each) take 0.2-0.6 s per layout.
+Cost, on 2 shared cores: importing torch and flashinfer (10-20 s), then about
+10-20 s per engine call and mode, nearly all of it the census by memory
+(tracemalloc slows the host path several times over, and each of the four
+snapshots walks every flashinfer memo).  An engine's call that raises
+``TypeError`` for its arguments is reported under ``broken_calls``, not raised.
 Failure: any exception is written to ``--out`` as ``{"error": ...}`` with exit
 status 3, so the guard can say what went wrong instead of a bare traceback.
 """
@@ -38,6 +42,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -65,14 +70,27 @@ EXTRA_MODES: dict[tuple[str, str], tuple[str, ...]] = {
 }
 #: Every query mode the probe knows, in the order it drives them (``--modes`` picks a subset).
 QUERY_MODES = ("q1", "mtp", "varq", "sparse", "dcp", "modular")
+#: What the guard drives by default: one and two query tokens on every engine's layout and
+#: backend (10 calls); the other modes add 7 more and about 70 % to the time (docs/guard.md).
+DEFAULT_MODES = ("q1", "mtp")
 DEFAULT_LENGTHS = 256
-CONTEXT = 131072
-"""Longest ``max_seq_len`` decoded; lengths are spread over ``[1, CONTEXT]``,
-more than one 128-token K tile apart (the coarsest key fi_compat knows)."""
+CONTEXT = 1 << 20
+"""Longest ``max_seq_len`` decoded (1M tokens); lengths are spread over ``[1, CONTEXT]``,
+more than one 128-token K tile apart (the coarsest key fi_compat knows), so a memo
+reached only past 128K still sees over a hundred of them."""
 BATCH = 8
+VARIED_BATCHES = (BATCH, 3, 1)
+"""Batch sizes the one- and two-token modes cycle through, as the engines' batches
+vary step by step (the other modes keep :data:`BATCH`: their extra tensors are
+sized once)."""
 PAGE_SIZE = 64
 NUM_PAGES = 512
 PROBE_ERROR = 3
+#: What Python says when a call does not fit the callee's signature.
+_SIGNATURE_ERROR = re.compile(
+    r"unexpected keyword argument|missing \d+ required|takes \d+ positional|positional-only arguments? passed"
+    r"|got multiple values for argument"
+)
 
 
 def probe_lengths(count: int, combo: int) -> tuple[list[int], list[int]]:
@@ -149,10 +167,23 @@ def describe_key(qualname: str) -> dict[str, Any]:
     installed = row is not None and any(bound.name == row for bound in bounds.BOUNDS)
     return {
         "parameters": None if function is None else [str(p) for p in function.params],
-        "where": None if function is None else function.where,
+        "where": _def_line(obj) or (None if function is None else function.where),
         "row": row,
         "row_installed": installed,
     }
+
+
+def _def_line(obj: Any) -> Optional[str]:
+    """``FILE:LINE`` of the ``def`` of the function under ``obj`` (past its decorators)."""
+    import linecache
+
+    code = getattr(_underlying(obj), "__code__", None)
+    if code is None:
+        return None
+    for number in range(code.co_firstlineno, code.co_firstlineno + 20):
+        if linecache.getline(code.co_filename, number).lstrip().startswith(("def ", "async def ")):
+            return f"{code.co_filename}:{number}"
+    return f"{code.co_filename}:{code.co_firstlineno}"
 
 
 def soak_layout(
@@ -174,13 +205,17 @@ def soak_layout(
     base = modes.mode_inputs(
         torch, layout, mode, batch=BATCH, width=full_width, page_size=PAGE_SIZE, num_pages=NUM_PAGES
     )
-    by_width = {full_width: base}
+    by_shape = {(BATCH, full_width): base}
+    batches = VARIED_BATCHES if mode in ("q1", "mtp") else (BATCH,)
 
     def decode_once(length: int) -> None:
         width = workload.sglang_width(length + 2 * modes.MTP_Q_LEN, PAGE_SIZE) if layout == "sglang" else full_width
-        if width not in by_width:
-            by_width[width] = workload.resize(torch, base, width=min(width, full_width))
-        inputs = by_width[width]
+        # the batch follows the length, so the pass that repeats a half repeats its calls exactly
+        # (what grows then grows per call, not per request shape)
+        shape = (batches[length % len(batches)], min(width, full_width))
+        if shape not in by_shape:
+            by_shape[shape] = workload.resize(torch, base, batch=shape[0], width=shape[1])
+        inputs = by_shape[shape]
         inputs.seq_lens.fill_(length)
         modes.mode_call(torch, mode, layout, decode, inputs, length, backend)
         host.recorder.launches.clear()
@@ -254,6 +289,7 @@ def run_probe(
     fi_compat.install()
     results: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []  # query modes this release does not accept
+    broken: list[dict[str, Any]] = []  # engine calls the release refuses with TypeError
     with cpu_host() as host:
         module = importlib.import_module("flashinfer.mla")
         decode = getattr(module, specs.DECODE.name)
@@ -267,6 +303,25 @@ def run_probe(
             halves = probe_lengths(lengths, combo)
             try:
                 results.append(soak_layout(torch, decode, host, layout, backend, halves, mode))
+            except TypeError as exc:
+                if not _SIGNATURE_ERROR.search(str(exc)):
+                    if mode == "q1":
+                        raise RuntimeError(f"layout {layout}, backend {backend}: TypeError: {exc}") from exc
+                    refused.append(
+                        {"layout": layout, "backend": backend, "mode": mode, "error": f"TypeError: {exc}"[:300]}
+                    )
+                    continue
+                # the engine's call itself is refused (a parameter it passes renamed or removed):
+                # the release breaks that engine, whatever its memory does
+                broken.append(
+                    {
+                        "layout": layout,
+                        "backend": backend,
+                        "mode": mode,
+                        "error": f"TypeError: {exc}"[:300],
+                        "where": _raised_in_flashinfer(exc),
+                    }
+                )
             except Exception as exc:  # noqa: BLE001  (q1: reported with the layout, the guard exits 2)
                 if mode == "q1":
                     raise RuntimeError(f"layout {layout}, backend {backend}: {type(exc).__name__}: {exc}") from exc
@@ -298,8 +353,22 @@ def run_probe(
         },
         "layouts": results,
         "refused_modes": refused,
+        "broken_calls": broken,
         "keys": keys,
     }
+
+
+def _raised_in_flashinfer(exc: BaseException) -> Optional[str]:
+    """``flashinfer/...py:LINE`` of the innermost flashinfer frame ``exc`` passed, if any."""
+    where = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        marker = f"{os.sep}flashinfer{os.sep}"
+        if marker in filename:
+            where = f"flashinfer{os.sep}{filename.rsplit(marker, 1)[1]}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
 
 
 def parse_modes(text: str) -> tuple[str, ...]:
@@ -332,7 +401,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         metavar="NAME,NAME",
         help="internal (tests of the guard): install only these rows of fi_compat.bounds.BOUNDS",
     )
-    parser.add_argument("--modes", default=",".join(QUERY_MODES), help="the query modes to drive: MODE,MODE")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help="the query modes to drive: MODE,MODE")
     args = parser.parse_args(argv)
     only = None if args.only_bounds is None else [n.strip() for n in args.only_bounds.split(",") if n.strip()]
     try:

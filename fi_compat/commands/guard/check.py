@@ -1,25 +1,25 @@
-"""The verdict on one wheel: the runtime's own verdict, fed by ``ast``.
+"""The static verdict on one wheel: the runtime's own verdict, fed by ``ast``.
 
 :func:`check_wheel` opens the wheel in memory and calls
 :func:`fi_compat.judgement.judge_release` with a lookup over the wheel's sources,
 the same function :func:`fi_compat.install` calls with a lookup over the live
-modules.  The outcomes map to the guard's words:
+modules, then :func:`fi_compat.judgement.decide`, the one verdict function
+``status()`` and ``doctor`` use too; the census (:mod:`.census_check`) calls
+``decide`` again with what it measured.  The guard only names the outcomes:
 
-==============  =========================  =====================================
-judge_release   guard                      meaning
-==============  =========================  =====================================
-verified        ``verified``               every bound fits, on a verified release
-unverified      ``compatible-unverified``  everything fits, outside the verified
-                                           releases: run the matrix
-partial         ``unsupported``            some cache cannot be bounded (each
-unsupported                                function and its difference listed)
-predates        ``nothing-to-bound``       the release predates every cache
-                                           fi_compat bounds (0.6.4 - 0.6.12)
-==============  =========================  =====================================
-
-A decode signature that differs from :data:`fi_compat.specs.DECODE` makes the
-verdict at best ``compatible-unverified``: the caches are still bounded, and
-the call API maps by name, but it was not verified on that signature.
+===============  =========================  ====================================
+outcome          guard                      meaning
+===============  =========================  ====================================
+verified         ``verified``               every bound fits, on a verified release
+unverified       ``compatible-unverified``  everything fits by name (static only)
+partial          ``unsupported``            some cache cannot be bounded by name
+unsupported                                 (static only)
+predates         ``nothing-to-bound``       the release predates every cache
+                                            fi_compat bounds (0.6.4 - 0.6.12)
+bounded          ``bounded``                measured: flashinfer's memory stays bounded
+leaks            ``leaks``                  measured: a flashinfer line keeps growing
+breaks-call      ``breaks-call``            measured: an engine's call is refused
+===============  =========================  ====================================
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any, Optional
 from packaging.version import InvalidVersion, Version
 
 from ...bounds import BOUNDS
-from ...judgement import PARTIAL, PREDATES, UNSUPPORTED, UNVERIFIED, VERIFIED, judge_release
+from ...judgement import Decision, Outcome, ReleaseVerdict, decide, judge_release
 from ...specs import DECODE
 from .fetch import wheel_release
 from .errors import WheelError
@@ -40,19 +40,27 @@ from .wheel import WheelSources, lookup_for, module_path
 GUARD_VERIFIED = "verified"
 GUARD_UNVERIFIED = "compatible-unverified"
 GUARD_UNSUPPORTED = "unsupported"
-GUARD_LEAKS = "leaks"  # --census: a flashinfer cache grows per distinct length with fi_compat installed
+GUARD_BOUNDED = "bounded"  # the census: flashinfer's memory stayed bounded with fi_compat installed
+GUARD_LEAKS = "leaks"  # the census: a flashinfer line or memo keeps growing with fi_compat installed
+GUARD_BREAKS_CALL = "breaks-call"  # the census: a call an engine makes is refused (TypeError)
 GUARD_ERROR = "error"
 GUARD_NOTHING = "nothing-to-bound"  # exit 0: fi_compat installs and leaves flashinfer as it is
 
-_WORDS = {
-    VERIFIED: GUARD_VERIFIED,
-    UNVERIFIED: GUARD_UNVERIFIED,
-    PARTIAL: GUARD_UNSUPPORTED,
-    UNSUPPORTED: GUARD_UNSUPPORTED,
-    PREDATES: GUARD_NOTHING,
+WORDS: dict[Outcome, str] = {
+    Outcome.VERIFIED: GUARD_VERIFIED,
+    Outcome.UNVERIFIED: GUARD_UNVERIFIED,
+    Outcome.PARTIAL: GUARD_UNSUPPORTED,
+    Outcome.UNSUPPORTED: GUARD_UNSUPPORTED,
+    Outcome.PREDATES: GUARD_NOTHING,
+    Outcome.BOUNDED: GUARD_BOUNDED,
+    Outcome.LEAKS: GUARD_LEAKS,
+    Outcome.BREAKS_CALL: GUARD_BREAKS_CALL,
 }
 
-RUN_MATRIX = "run the release matrix on this release before relying on it (nox -s matrix)"
+NOT_MEASURED = (
+    "not measured: the static check reads names and signatures only; run `fi-compat guard` without "
+    "--static to measure this release"
+)
 
 
 @dataclass
@@ -67,7 +75,16 @@ class Result:
     wheel: Optional[str] = None
     mismatches: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    census: Optional[dict[str, Any]] = None  # --census: CensusResult.as_dict(), or {"verdict": "error", ...}
+    census: Optional[dict[str, Any]] = None  # the census: CensusResult.as_dict(), or {"verdict": "error", ...}
+    measured: bool = False  # the verdict comes from running the release (the census)
+    static: Optional[ReleaseVerdict] = field(default=None, repr=False, compare=False)
+
+    def apply(self, decision: Decision) -> None:
+        """Show ``decision`` (from :func:`fi_compat.judgement.decide`) in the guard's words."""
+        self.verdict = WORDS[decision.outcome]
+        self.reason = decision.reason
+        self.measured = decision.measured
+        self.notes.extend(note for note in decision.notes if note not in self.notes)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +97,7 @@ class Result:
             "mismatches": self.mismatches,
             "notes": self.notes,
             "census": self.census,
+            "measured": self.measured,
         }
 
 
@@ -130,13 +148,9 @@ def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] =
             judged = judge_release(lookup, version)
         except SyntaxError as exc:  # a wheel is refused, never a traceback (docs/guard.md)
             raise WheelError(f"{path}!{exc.filename}:{exc.lineno}: does not parse: {exc.msg}") from None
-    verdict = _WORDS[judged.outcome]
-    if verdict == GUARD_VERIFIED and judged.call_api is not None:
-        verdict = GUARD_UNVERIFIED
-    reason = judged.reason()
-    if verdict == GUARD_UNVERIFIED:
-        reason = f"{reason}. {RUN_MATRIX[0].upper()}{RUN_MATRIX[1:]}"
-        notes.append(RUN_MATRIX)
+    decision = decide(judged)
+    if decision.outcome not in (Outcome.VERIFIED, Outcome.PREDATES):
+        notes.append(NOT_MEASURED)
     problems = [v.mismatch for v in judged.problems if v.mismatch is not None]
     if judged.call_api is not None:
         problems.append(judged.call_api)
@@ -151,16 +165,18 @@ def check_wheel(path: Path | str, origin: str, expected_release: Optional[str] =
         for m in problems
     ]
     bounds = [v.as_dict() for v in judged.rows]
-    return Result(
+    result = Result(
         release=None if version is None else str(version),
         origin=origin,
-        verdict=verdict,
+        verdict="",
         bounds=bounds,
-        reason=reason,
         wheel=str(path),
         mismatches=mismatches,
         notes=notes,
+        static=judged,
     )
+    result.apply(decision)
+    return result
 
 
 def _maybe_version(text: str) -> Optional[Version]:
@@ -171,13 +187,17 @@ def _maybe_version(text: str) -> Optional[Version]:
 
 
 __all__ = [
+    "GUARD_BOUNDED",
+    "GUARD_BREAKS_CALL",
     "GUARD_ERROR",
     "GUARD_LEAKS",
     "GUARD_NOTHING",
     "GUARD_UNSUPPORTED",
     "GUARD_UNVERIFIED",
     "GUARD_VERIFIED",
+    "NOT_MEASURED",
     "Result",
+    "WORDS",
     "check_wheel",
     "wheel_version",
 ]

@@ -22,7 +22,7 @@ from typing import Any, Optional
 from packaging.specifiers import SpecifierSet
 
 from . import DISTRIBUTION, extra
-from .check import GUARD_ERROR, Result, check_wheel
+from .check import GUARD_ERROR, GUARD_NOTHING, GUARD_VERIFIED, Result, check_wheel
 from .errors import GuardError
 from .fetch import CACHE_ENV, default_cache_dir, fetch, fetch_url, file_sha256, find_cached, wheel_release
 from .index import INDEX_TIMEOUT_S, ReleaseSource, offline_gap, releases_for
@@ -38,12 +38,15 @@ def register(subparsers: Any) -> None:
         "guard",
         help="check a flashinfer-python pin bump against fi_compat's bounds (no import, CPU only)",
         description=(
-            "Check that every flashinfer-python release a requirement file (or --pin, or --wheel) "
-            "admits is one fi_compat supports, by reading signatures from the wheel with ast. "
-            "Exit 0: every flashinfer-python requirement was checked and is verified or "
-            "compatible-unverified; 1: a checked release is unsupported (or, with --census, leaks); "
-            "2: something could not be checked (usage, unreadable file, URL/VCS/editable requirement, "
-            "index, download or wheel errors, a --census that could not run). See docs/guard.md."
+            "Check every flashinfer-python release a requirement file (or --pin, or --wheel) admits. "
+            "A release on fi_compat's verified list is read from the wheel with ast (fast); any other "
+            "release is measured: installed in a throwaway directory and driven on CPU with the three "
+            "engines' calls up to 1M context, fi_compat installed, counting flashinfer's memory by "
+            "source line. Exit 0: verified, or measured bounded; 1: a flashinfer line or memo keeps "
+            "growing, or an engine's call is refused; 2: something could not be checked (usage, "
+            "unreadable file, URL/VCS/editable requirement, index, download, wheel or census errors); "
+            "3: --static only: a release outside the verified list was read but not measured. "
+            "See docs/guard.md."
         ),
     )
     parser.add_argument(
@@ -102,14 +105,18 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="refuse a range admitting more releases than this (default %(default)s)",
     )
-    parser.add_argument(
+    measure = parser.add_mutually_exclusive_group()
+    measure.add_argument(
+        "--static",
+        action="store_true",
+        help="read signatures only (about a second per release, nothing installed or run); a release "
+        "outside the verified list then exits 3, not measured",
+    )
+    measure.add_argument(
         "--census",
         action="store_true",
-        help="also run each release: install its wheel in a throwaway directory over this "
-        "interpreter's torch and flashinfer dependencies, decode a few hundred distinct "
-        "max_seq_len per engine layout under the CPU-host shim with fi_compat installed, and "
-        "exit 1 if any flashinfer cache grows per distinct length "
-        "(about 25-75 s per release; docs/guard.md)",
+        help="measure verified releases too (every release outside the verified list is measured "
+        "without it; 1-3 minutes per release on 2 cores; docs/guard.md)",
     )
     parser.add_argument(
         "--find-links",
@@ -123,12 +130,14 @@ def register(subparsers: Any) -> None:
         "--census-modes",
         default=None,
         metavar="MODE,MODE",
-        help="with --census: the query modes to drive (q1, mtp, varq, sparse, dcp, modular; default: every mode the release "
-        "accepts); fewer modes take less time and see less",
+        help="the query modes the census drives (q1, mtp, varq, sparse, dcp, modular; default: q1,mtp, "
+        "one and two query tokens); more modes take more time and see more",
     )
     # Internal, for fi_compat's own tests of --census (docs/guard.md): the probe
     # installs only these rows of fi_compat.bounds.BOUNDS.  Not a way to use fi_compat.
     parser.add_argument("--census-only-bounds", default=None, help=argparse.SUPPRESS)
+    # Internal, for fi_compat's own tests: distinct lengths per engine call (default the probe's 256).
+    parser.add_argument("--census-lengths", type=int, default=None, help=argparse.SUPPRESS)
     parser.set_defaults(func=run)
 
 
@@ -140,9 +149,11 @@ class Guard:
         self.download: bool = args.download
         self.releases = ReleaseSource(offline=args.offline, timeout=args.index_timeout)
         self.census: bool = args.census
+        self.static: bool = args.static
         self.census_only_bounds: Optional[list[str]] = (
             None if args.census_only_bounds is None else [n.strip() for n in args.census_only_bounds.split(",")]
         )
+        self.census_lengths: Optional[int] = args.census_lengths
         self.census_modes: Optional[tuple[str, ...]] = None
         if args.census_modes is not None:
             from .census_probe import parse_modes  # the probe's own list; only with --census
@@ -186,12 +197,20 @@ class Guard:
             self.check_release(release, origin)
 
     def verdict(self, wheel: Path, origin: str, expected_release: Optional[str] = None) -> Result:
-        """The static verdict on one wheel and, with ``--census``, its census."""
+        """The static verdict on one wheel and, unless it is verified (or predates every row) or
+        ``--static`` is given, its census, which then gives the verdict (``--census``: always)."""
         result = check_wheel(wheel, origin, expected_release=expected_release)
-        if self.census:
+        fast = result.verdict in (GUARD_VERIFIED, GUARD_NOTHING)
+        if not self.static and (self.census or not fast):
             from .census_check import add_census
 
-            add_census(result, wheel, only_bounds=self.census_only_bounds, modes=self.census_modes)
+            add_census(
+                result,
+                wheel,
+                lengths=self.census_lengths,
+                only_bounds=self.census_only_bounds,
+                modes=self.census_modes,
+            )
         return result
 
     def check_release(self, release: str, origin: str) -> None:
@@ -265,6 +284,8 @@ class Guard:
             list(result.mismatches),
             list(result.notes),
             result.census,
+            result.measured,
+            result.static,
         )
 
 
@@ -279,12 +300,12 @@ def run(args: argparse.Namespace) -> int:
     if args.max_releases < 1:
         print("fi-compat guard: --max-releases must be at least 1", file=sys.stderr)
         return EXIT_ERROR
-    if args.census_only_bounds is not None and not args.census:
-        print("fi-compat guard: --census-only-bounds applies to --census only", file=sys.stderr)
+    if args.census_only_bounds is not None and args.static:
+        print("fi-compat guard: --census-only-bounds applies to the census, not --static", file=sys.stderr)
         return EXIT_ERROR
     if args.census_modes is not None:
-        if not args.census:
-            print("fi-compat guard: --census-modes applies to --census only", file=sys.stderr)
+        if args.static:
+            print("fi-compat guard: --census-modes applies to the census, not --static", file=sys.stderr)
             return EXIT_ERROR
         from .census_probe import parse_modes
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,6 +27,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from . import DISTRIBUTION
+from .pip import run_pip
 from .errors import FetchError
 
 CACHE_ENV = "FI_COMPAT_WHEEL_CACHE"
@@ -124,10 +124,7 @@ def _pip_download(requirement: str, directory: Path, label: str, *, python: str,
         staging = Path(tempfile.mkdtemp(prefix=".download-", dir=directory))
     except OSError as exc:
         raise FetchError(f"cannot use the wheel cache {directory}: {exc}") from None
-    command = [
-        python,
-        "-m",
-        "pip",
+    arguments = [
         "download",
         "--no-deps",
         "--only-binary=:all:",
@@ -139,15 +136,9 @@ def _pip_download(requirement: str, directory: Path, label: str, *, python: str,
     ]
     try:
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise FetchError(f"{label}: download did not finish within {timeout:.0f} s") from None
-        except OSError as exc:
-            raise FetchError(f"cannot run pip: {exc}") from None
-        if done.returncode != 0:
-            lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-            tail = " / ".join(lines[-2:]) or "(no output)"
-            raise FetchError(f"{label}: `pip download` failed: {tail}")
+            run_pip(arguments, what="pip download", timeout=timeout, error=FetchError, python=python)
+        except FetchError as exc:
+            raise FetchError(f"{label}: {exc}") from None
         wheels = [p for p in staging.glob("*.whl") if (wheel_release(p) or ("",))[0] == DISTRIBUTION]
         if len(wheels) != 1:
             found = ", ".join(p.name for p in staging.iterdir()) or "nothing"

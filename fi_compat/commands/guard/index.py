@@ -25,7 +25,6 @@ the rest as not checked (exit 2) instead of narrowing the range silently.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
@@ -36,6 +35,7 @@ from packaging.version import InvalidVersion, Version
 from ...release_list import PUBLISHED_RELEASES
 from . import DISTRIBUTION
 from .errors import ReleaseListError
+from .pip import run_pip
 
 INDEX_TIMEOUT_S = 60.0
 
@@ -85,9 +85,6 @@ class ReleaseSource:
 def query_index(python: str = sys.executable, timeout: float = INDEX_TIMEOUT_S) -> list[str]:
     """Published releases of flashinfer-python, newest first, from pip's configured index."""
     command = [
-        python,
-        "-m",
-        "pip",
         "index",
         "versions",
         DISTRIBUTION,
@@ -100,24 +97,18 @@ def query_index(python: str = sys.executable, timeout: float = INDEX_TIMEOUT_S) 
         str(int(max(1, timeout))),
     ]
     try:
-        return _run_index(command, timeout)
+        return _run_index(command, timeout, python)
     except ReleaseListError as exc:
         if "--json" not in str(exc):
             raise
     command.remove("--json")  # a pip without --json prints the text form
-    return _run_index(command, timeout)
+    return _run_index(command, timeout, python)
 
 
-def _run_index(command: list[str], timeout: float) -> list[str]:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 15, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise ReleaseListError(f"`pip index versions` did not answer within {timeout:.0f} s") from None
-    except OSError as exc:
-        raise ReleaseListError(f"cannot run pip: {exc}") from None
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ReleaseListError(f"`pip index versions` failed: {tail}")
+def _run_index(arguments: list[str], timeout: float, python: str) -> list[str]:
+    done = run_pip(
+        arguments, what="pip index versions", timeout=timeout + 15, error=ReleaseListError, python=python, tail_lines=1
+    )
     return parse_index_output(done.stdout)
 
 
