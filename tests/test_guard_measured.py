@@ -125,8 +125,8 @@ def test_moved_and_renamed_leaks_naming_the_renamed_memo_and_the_calls_that_reac
     assert leak["where"] == f"{BATCH_MLA_CORE}:{line_of(moved_text, f'def {RENAMED_CONFIG}(')}"  # its def line
     assert "profile_seq_len" in leak["key"] and leak["row"] is None
     # the auto calls of vLLM and SGLang build a config per length; TensorRT-LLM's trtllm-gen does not
-    assert {(l["layout"], l["backend"]) for l in leak["layouts"]} >= AUTO_LAYOUTS
-    assert all(l["gained"] >= l["lengths"] / 2 for l in leak["layouts"])
+    assert {(call["layout"], call["backend"]) for call in leak["layouts"]} >= AUTO_LAYOUTS
+    assert all(call["gained"] >= call["lengths"] / 2 for call in leak["layouts"])
     assert leak["where"] in result["reason"] and "vllm/auto/q1" in result["reason"]
 
 
@@ -137,8 +137,8 @@ def test_moved_and_hand_written_leaks_naming_the_memo_line(measured, built):
     memo = f"flashinfer.mla._batch_mla._core.{specs.TUNING_CONFIG.name}_memo"
     (leak,) = [leak for leak in result["census"]["leaks"] if memo in leak["function"]]
     assert leak["where"].startswith(BATCH_MLA_CORE + ":")
-    assert all(l["per_length"] >= 0.25 for l in leak["layouts"])  # entries per new length, counted
-    assert {(l["layout"], l["backend"]) for l in leak["layouts"]} >= AUTO_LAYOUTS
+    assert all(call["per_length"] >= 0.25 for call in leak["layouts"])  # entries per new length, counted
+    assert {(call["layout"], call["backend"]) for call in leak["layouts"]} >= AUTO_LAYOUTS
     assert memo in result["reason"]
 
 
@@ -158,12 +158,12 @@ def test_each_hand_written_memo_is_named_with_its_line(memo, measured, built):
     hits = [leak for leak in result["census"]["leaks"]
             if line in leak["lines"] or (named is not None and named in leak["function"])]
     assert hits, f"{memo} ({line}) not named:\n{leak_text(result)}"
-    assert any(l.get("bytes_per_length") or l.get("per_length") for leak in hits for l in leak["layouts"])
+    assert any(call.get("bytes_per_length") or call.get("per_length") for leak in hits for call in leak["layouts"])
     if memo == "cache-past-128k":
         (leak,) = hits
         # reached only past 131,072: one entry per new length above it, none below
         above = sum(1 for length in probe_lengths(128, 0)[1] if length > 131072)
-        assert 0 < above < 64 and all(l["gained"] == above for l in leak["layouts"]), leak
+        assert 0 < above < 64 and all(call["gained"] == above for call in leak["layouts"]), leak
 
 
 @uses("good-upgrades")
