@@ -745,7 +745,10 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
     watch = _active
     if watch is None or phase != "stop" or not watch.due(watch.clock()):
         return
-    _step(watch, sys._getframe(1))
+    # The frame the collection interrupted; none where it ran with no Python
+    # frame above the callback (at interpreter exit, or from a C thread).
+    frame = sys._getframe(1) if sys._getframe(0).f_back is not None else None
+    _step(watch, frame)
 
 
 def _step(watch: Watch, frame: Any) -> None:

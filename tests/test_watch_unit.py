@@ -57,3 +57,32 @@ def test_the_keys_of_a_functools_cache_are_read_without_calling_it():
     keys = watch._functools_keys(memo)
     assert sorted(keys) == [(4, 10), (4, 20), (4, 30)]
     assert watch.varying_positions(keys, watch._parameter_names(memo)) == "1 (max_seq_len)"
+
+
+
+def test_a_collection_at_interpreter_exit_takes_a_step_without_a_frame(tmp_path):
+    """Seen on an H100: the collection at interpreter exit calls the callback with
+    no Python frame above it, and ``sys._getframe(1)`` raised ValueError ("Exception
+    ignored in: <function _on_collection>") in every process that had the watch on."""
+    import subprocess
+    import sys
+
+    program = """
+import gc, sys
+from fi_compat import watch
+
+class Due:
+    def clock(self):
+        return 1.0
+    def due(self, now):
+        return True
+
+watch._active = Due()
+watch._step = lambda active, frame: sys.stdout.write("step\\n")
+gc.callbacks.append(watch._on_collection)
+gc.collect()
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr and "call stack is not deep enough" not in done.stderr
+    assert done.stdout.count("step") >= 1
