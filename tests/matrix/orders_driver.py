@@ -245,6 +245,7 @@ def check(model: Model, runner: Runner, step: str) -> None:
             expected = model.maxsize * by_name(row["name"]).scale
             expect(row["fi_compat"]["maxsize"] == expected, f"{row['name']} maxsize {row['fi_compat']['maxsize']}")
     listed = set(status["patched"])
+    listed |= set(status["watch"]["patched"] if status.get("watch") else ())  # the runtime watch's decode tick
     if model.workaround_over_proxy and not model.proxy_over_workaround:
         listed.discard(f"{CORE}.{BUILDER}")  # still listed: inside TensorRT-LLM's memo until uninstall()
     proxies = sorted(proxy_locations({where.rsplit(".", 1)[0] for where in listed} | member_owners()))
