@@ -30,6 +30,20 @@ def loaded(name: str) -> Optional[ModuleType]:
     return module if isinstance(module, ModuleType) else None
 
 
+def loaded_names(package: str) -> list[str]:
+    """The names, sorted, of the imported modules that are ``package`` or lie
+    inside it (``package.x``), ``None`` placeholders included.  Cost: one copy
+    of ``sys.modules`` and one prefix test per name."""
+    prefix = package + "."
+    return sorted(n for n in sys.modules.copy() if isinstance(n, str) and (n == package or n.startswith(prefix)))
+
+
+def every_loaded() -> list[Any]:
+    """Every entry of ``sys.modules`` (a copy: a collection or another thread's
+    import may change it while the caller iterates)."""
+    return list(sys.modules.copy().values())
+
+
 def holders(obj: Any, skip: Collection[str] = ()) -> tuple[tuple[Any, str], ...]:
     """Every ``(module, attribute)`` of every imported module, flashinfer's or
     not (an engine that did ``from flashinfer.decode import f`` at import holds
@@ -51,4 +65,4 @@ def holders(obj: Any, skip: Collection[str] = ()) -> tuple[tuple[Any, str], ...]
     return tuple(found)
 
 
-__all__ = ["holders", "loaded"]
+__all__ = ["every_loaded", "holders", "loaded", "loaded_names"]
