@@ -34,7 +34,8 @@ So this module keeps its own hooks, built on two rules:
    at the installer's entry points (``install()``, ``status()``, the call
    API).  The same holds for an import caught in the microseconds between its
    finder's turn and its entry into ``sys.modules``: the finder makes its spec
-   report at the next import anywhere in the process, or settle() fires it.
+   report at the next import anywhere in the process, or settle() fires it
+   (the runtime watch's decode tick calls it with each step it takes).
 
 Cost: one dict membership test per import of a module nobody hooked; a hook's
 own cost when it fires.

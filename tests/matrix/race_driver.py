@@ -29,6 +29,7 @@ import importlib
 import json
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -50,7 +51,7 @@ def lazy_modules() -> list[str]:
 def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
     import fi_compat
     from fi_compat.testing import workload
-    from fi_compat import judgement, lookup
+    from fi_compat import judgement, lookup, specs
     from fi_compat.installer import snapshot
 
     modules = lazy_modules()
@@ -104,9 +105,14 @@ def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
         thread.start()
     for thread in threads:
         thread.join()  # the round's watchdog (main) ends a round that hangs, with every thread's stack
-    # Read before any fi_compat call: every import has ended, so every row must
-    # be judged live already (its hook fired as the import ended, in the
-    # importing thread), with no entry point to settle it.
+    # Every import has ended.  A row's hook fired as its import ended, in the
+    # importing thread; one caught in the microseconds before its module entered
+    # sys.modules reports at the next decode call at the latest (the runtime
+    # watch's tick).  So: one decode call, as a server's next batch, through the
+    # name engines call (the watch's tick stands there), then nothing else of
+    # fi_compat's before the snapshot.
+    public = getattr(sys.modules["flashinfer.mla"], specs.DECODE.name)
+    workload.vllm_call(public, inputs, 30000, backend="cute-dsl")
     snap = snapshot()
     version = None if snap.release is None else snap.release.version
     fresh = judgement.judge_release(lookup.runtime_lookup(version), version)  # the default cache size: install() above
