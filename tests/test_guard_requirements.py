@@ -257,7 +257,7 @@ def test_pre_commit_hook_definition():
 
     repo = Path(__file__).resolve().parents[1]
     (hook,) = _load_hooks((repo / ".pre-commit-hooks.yaml").read_text())
-    assert hook["id"] == "fi-compat-guard" and hook["entry"] == "fi-compat guard"
+    assert hook["id"] == "fi-compat-guard" and hook["entry"] == "fi-compat guard --static"
     assert hook["language"] == "python" and hook["pass_filenames"] is True
     assert 'fi-compat = "fi_compat.cli:main"' in (repo / "pyproject.toml").read_text()
     pattern = re.compile(hook["files"])

@@ -21,8 +21,7 @@ guard's job (:mod:`.census_check`), not the probe's.
 
 ``--only-bounds`` is internal, for testing the guard itself: it removes every
 other row from :data:`fi_compat.bounds.BOUNDS` in this process before
-installing, and turns the runtime watch off, so the probe behaves like a
-fi_compat that knows only those rows (``tuning-config,builder`` is fi_compat as
+installing, so the probe behaves like a fi_compat that knows only those rows (``tuning-config,builder`` is fi_compat as
 it was before the cute-dsl sizer took ``max_seq_len``).  It is not an option of :func:`fi_compat.install`.
 
 Cost, on 2 shared cores: importing torch and flashinfer (10-20 s), then about
@@ -186,8 +185,11 @@ def run_probe(
 
     if only_bounds is not None:
         restrict_bounds(only_bounds)
-        # the runtime watch would bound, by behaviour, the rows left out on purpose
-        os.environ["FI_COMPAT_WATCH"] = "off"
+    # The census measures what fi_compat's rows bound.  The runtime watch would
+    # bound a growing memo part-way through the run, after hundreds of lengths,
+    # and the verdict would then depend on when it did (and under --only-bounds
+    # it would bound the rows left out on purpose).
+    os.environ["FI_COMPAT_WATCH"] = "off"
     # the shim's recorded cute-dsl kernel has no compiled artifacts to query;
     # flashinfer then falls back to the SM count, as it says
     warnings.filterwarnings("ignore", message="cutlass.get_max_active_clusters failed")
