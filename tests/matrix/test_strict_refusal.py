@@ -58,7 +58,13 @@ except SignatureMismatchError:
 import flashinfer.mla  # a failed import took only the package out of sys.modules: this one succeeds
 host.patch_flashinfer()
 inputs = workload.make_inputs(torch, "trtllm", batch=2, width=16, num_pages=64)
-decode = lambda: workload.trtllm_call(fi_compat.mla_decode, inputs, 1000)
+# TensorRT-LLM passes the keywords flashinfer has (its counter buffer from 0.6.15 on): the call
+# API, seen through flashinfer's own signature, is asked for those only
+import functools
+from fi_compat import specs
+through_api = functools.wraps(getattr(sys.modules["flashinfer.mla"], specs.DECODE.name))(
+    lambda *args, **kwargs: fi_compat.mla_decode(*args, **kwargs))
+decode = lambda: workload.trtllm_call(through_api, inputs, 1000)
 build = lambda: fi_compat.build_mla_decode_tuning_config(**builder_arguments())
 for attempt_number in range(3):
     attempt("decode", decode)
