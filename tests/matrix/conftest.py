@@ -293,3 +293,16 @@ def matrix_report() -> Iterator[list[dict[str, Any]]]:
 
         with open(path, "w") as handle:
             json.dump(rows, handle, indent=1)
+
+
+@pytest.fixture(scope="module")
+def mismatched(tmp_path_factory: Any) -> Any:
+    """A release built from the installed wheel with the tuning-config builder's
+    parameters swapped (tests/drift.py's "builder-swap"): one that strict mode
+    refuses.  Skips where the release has no such builder."""
+    import drift
+
+    try:
+        return drift.build_site(drift.EDITS_BY_NAME["builder-swap"], tmp_path_factory.mktemp("builder-swap"))
+    except ValueError as exc:
+        pytest.skip(str(exc))

@@ -25,7 +25,6 @@ pytest.importorskip("torch")
 if importlib.util.find_spec("flashinfer") is None:
     pytest.skip("needs flashinfer-python", allow_module_level=True)
 
-import drift  # noqa: E402
 
 PROGRAM = """
 import sys, torch, fi_compat
@@ -74,14 +73,6 @@ fi_compat.uninstall()  # the program's choice: go on unbounded
 attempt("after-uninstall", decode)
 print("LAUNCHES", launches, len(host.launches), flush=True)
 """
-
-
-@pytest.fixture(scope="module")
-def mismatched(tmp_path_factory):
-    try:
-        return drift.build_site(drift.EDITS_BY_NAME["builder-swap"], tmp_path_factory.mktemp("builder-swap"))
-    except ValueError as exc:
-        pytest.skip(str(exc))
 
 
 @pytest.mark.parametrize("when", ["after-import", "before-import"])

@@ -30,7 +30,6 @@ pytest.importorskip("torch")
 if importlib.util.find_spec("flashinfer") is None:  # find, not import: it needs the shim
     pytest.skip("needs flashinfer-python", allow_module_level=True)
 
-import drift  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = (
@@ -63,14 +62,6 @@ SWALLOWING = (
     "workload.trtllm_call(trtllm_batch_decode_with_kv_cache_mla, inputs, 1000)\n"
     "print('SERVING', len(host.launches), flush=True)\n"
 )
-
-
-@pytest.fixture(scope="module")
-def mismatched(tmp_path_factory):
-    try:
-        return drift.build_site(drift.EDITS_BY_NAME["builder-swap"], tmp_path_factory.mktemp("builder-swap"))
-    except ValueError as exc:
-        pytest.skip(str(exc))
 
 
 def console_script(directory: Path) -> Path:
