@@ -4,7 +4,7 @@
   flashinfer release.
 * ``soak``: the main job (README's first command).
 * ``matrix(flashinfer='X')``: ``tests/matrix`` on CPU under the shim, one
-  session per release in ``fi_compat.release_list.MATRIX_RELEASES``; each writes
+  session per release in ``fi_compat.model.release_list.MATRIX_RELEASES``; each writes
   ``docs/compat-results/cpu/X.json`` (or into ``$FI_COMPAT_MATRIX_RESULTS``;
   see ``scripts/run_release_suite.py``).
 * ``gpu_matrix(flashinfer='X')``: the same suite plus the ``gpu`` tests on a

@@ -73,10 +73,10 @@ def flashinfer_host(kind: str) -> Iterator[Any]:
 
     ``cpu``: fi_compat's CPU-host shim; ``cuda``: the machine's real torch,
     device and CUDA tensors with flashinfer answered as an SM100 (the
-    ``cuda-as-sm100`` host of :mod:`fi_compat.testing.hosts`, where both are
+    ``cuda-as-sm100`` host of :mod:`fi_compat.workload.hosts`, where both are
     defined).  Yields the host (``.recorder``); exits when ``cuda`` finds no
     CUDA device."""
-    from fi_compat.testing.hosts import flashinfer_host as host_of
+    from fi_compat.workload.hosts import flashinfer_host as host_of
 
     if kind not in HOSTS:
         raise ValueError(f"host {kind!r}; accepted: {', '.join(HOSTS)}")

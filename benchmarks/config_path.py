@@ -37,7 +37,7 @@ WORKLOADS = (
 
 def builder_arguments(torch, builder, device, runner_names) -> dict:
     """Every parameter ``builder`` accepts, as the decode path passes them (keywords)."""
-    from fi_compat.testing import workload
+    from fi_compat.workload import workload
 
     t = workload.make_inputs(torch, "vllm", batch=4, width=2048, num_pages=1024, device=device)
     everything = dict(
@@ -62,7 +62,7 @@ def measure(core, arguments: dict, repeat: bool, calls: int) -> dict[str, float]
 def breakdown(core, arguments: dict, calls: int) -> dict[str, float]:
     """Per-part cost of one fi_compat hit (cpu clock, us)."""
     import fi_compat
-    from fi_compat import installer
+    from fi_compat.installing import installer
     from fi_compat.adapters.keys import BUILDER_SCALARS, builder_key_of
 
     fi_compat.install()

@@ -4,7 +4,7 @@
     python benchmarks/decode_host_path.py --host cuda          # a CUDA machine (launches recorded)
     python benchmarks/decode_host_path.py --combos trtllm:trtllm-gen --rounds 9
 
-Each engine's real call (``fi_compat.testing.workload``: TensorRT-LLM's
+Each engine's real call (``fi_compat.workload.workload``: TensorRT-LLM's
 positional call with separate K/V page tables, vLLM's and SGLang's keyword
 calls on shared page tables) of flashinfer's own
 ``trtllm_batch_decode_with_kv_cache_mla``, as an engine makes it: with a
@@ -63,7 +63,7 @@ TARGET_WITHOUT_BUILDER = 1.02
 
 def plan_calls(torch, decode, layout: str, backend: str, options: dict, device) -> list[tuple[tuple, dict]]:
     """``(args, kwargs)`` of every batch, built before any timing."""
-    from fi_compat.testing import workload
+    from fi_compat.workload import workload
 
     steps = options["warmup"] + options["steps"]
     context, (low, high) = options["context"], options["batch_sizes"]
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     combos = [c.strip() for c in args.combos.split(",") if c.strip()]
-    from fi_compat.testing.workload import BACKENDS, LAYOUTS
+    from fi_compat.workload.workload import BACKENDS, LAYOUTS
 
     for combo in combos:
         layout, _, backend = combo.partition(":")

@@ -25,8 +25,8 @@ def main() -> int:
     import torch
 
     import fi_compat
-    from fi_compat import call_api as decode_module
-    from fi_compat.testing import cpu_host
+    from fi_compat.calls import call_api as decode_module
+    from fi_compat.workload import cpu_host
 
     with cpu_host() as host:
         import flashinfer

@@ -1,8 +1,8 @@
 """What the census by memory costs, side by side with the functools census.
 
 Prints, for the flashinfer release on ``sys.path`` (imported under the CPU
-shim, fi_compat installed): one memo walk (fi_compat.memo_walk.walk, what
-``fi-compat doctor`` adds) against one functools census (fi_compat.census.take),
+shim, fi_compat installed): one memo walk (fi_compat.counting.memo_walk.walk, what
+``fi-compat doctor`` adds) against one functools census (fi_compat.counting.census.take),
 median of ``--repeat`` runs, and their ratio.  No timing is taken under
 tracemalloc.  Usage: ``python benchmarks/memo_census.py [--repeat N]``.
 """
@@ -22,8 +22,8 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     import fi_compat
-    from fi_compat import census, memo_walk
-    from fi_compat.testing import cpu_host
+    from fi_compat.counting import census, memo_walk
+    from fi_compat.workload import cpu_host
 
     fi_compat.install()
     with cpu_host():

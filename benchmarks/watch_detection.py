@@ -2,7 +2,7 @@
 
     python benchmarks/watch_detection.py [--lengths N]    # needs torch + flashinfer >= 0.7.4; CPU shim
 
-For every edit of tests/watch_releases.py (the real flashinfer with one edit), a
+For every edit of tests/helpers/watch_releases.py (the real flashinfer with one edit), a
 fresh process (tests/matrix/watch_release_driver.py) drives vLLM's call
 (backend auto) with N new distinct max_seq_len per phase: watch off (the
 control), then on.  Prints, per edit, the container's growth in the control
@@ -33,8 +33,8 @@ def main() -> int:
     sys.path[:0] = [str(TESTS), str(TESTS / "matrix")]
     from packaging.version import Version
 
-    import drift
-    import watch_releases
+    from helpers import drift
+    from helpers import watch_releases
 
     base = drift.base_version(drift.real_package_dir())
     print(f"flashinfer {base}; {args.lengths} distinct lengths per phase; vLLM's call, backend auto")

@@ -37,7 +37,7 @@ def main() -> int:
 
     import fi_compat
     from fi_compat import watch
-    from fi_compat.testing import cpu_host, workload
+    from fi_compat.workload import cpu_host, workload
 
     with cpu_host() as host:
         import collections

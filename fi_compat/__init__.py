@@ -36,8 +36,8 @@ _LAZY = {
     "status": "public",
     "mla_decode": "public",
     "build_mla_decode_tuning_config": "public",
-    "apply_max_seq_len_policy": "policy",
-    "detect_release": "release_detection",
+    "apply_max_seq_len_policy": "calls.policy",
+    "detect_release": "model.release_detection",
     "doctor_report": "diagnosis",
 }
 
@@ -80,8 +80,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .call_api import build_mla_decode_tuning_config, mla_decode
+    from .calls.call_api import build_mla_decode_tuning_config, mla_decode
     from .diagnosis import doctor_report
-    from .installer import install, status, uninstall
-    from .policy import apply_max_seq_len_policy
-    from .release_detection import detect_release
+    from .installing.installer import install, status, uninstall
+    from .calls.policy import apply_max_seq_len_policy
+    from .model.release_detection import detect_release

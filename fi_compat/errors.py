@@ -156,7 +156,7 @@ class DefaultMismatchWarning(FiCompatWarning):
 #: Top-level packages whose frames a warning never points at: fi_compat itself,
 #: wrapt (proxies, post-import hooks), the import machinery, and contextlib (a
 #: ``with`` over a fi_compat context manager that imports flashinfer on entry,
-#: such as ``fi_compat.testing.cpu_host()``: the user's line is the ``with``).
+#: such as ``fi_compat.workload.cpu_host()``: the user's line is the ``with``).
 _INTERNAL_PACKAGES = frozenset({"fi_compat", "wrapt", "importlib", "contextlib"})
 
 

@@ -10,9 +10,10 @@ installer (no torch, no flashinfer): a few milliseconds.
 
 from __future__ import annotations
 
-from . import call_api, installer, plan_providers
-from .call_api import build_mla_decode_tuning_config, mla_decode
-from .installer import install, status, uninstall
+from .calls import call_api
+from .installing import installer, plan_providers
+from .calls.call_api import build_mla_decode_tuning_config, mla_decode
+from .installing.installer import install, status, uninstall
 
 plan_providers.register(
     "transparent",

@@ -28,7 +28,7 @@ application runs; an engine plugin re-raises instead, so the engine reports it.
 A strict mismatch found when the application imports flashinfer raises the
 typed error from that ``import`` (uncaught: a traceback and exit status 1), with
 nothing installed; caught, the program's first call of flashinfer's MLA decode
-writes the error and ends the process, status 1 (:mod:`fi_compat.tripwire`).
+writes the error and ends the process, status 1 (:mod:`fi_compat.installing.tripwire`).
 One found where no import can carry it (an import that finished in another
 thread) writes the error and ends the process, status 1.
 
@@ -84,7 +84,7 @@ def install_at_startup(origin: str, *, exit_on_strict_failure: bool = True) -> N
         # the public install, not the installer's: fi_compat.public also hands
         # the installer the call API's transparent mode (FI_COMPAT_TRANSPARENT=1)
         from .public import install
-        from .startup_state import mark_startup
+        from .installing.startup_state import mark_startup
 
         mark_startup(origin)  # a strict failure found later, off any import, ends the process
         install()

@@ -31,10 +31,10 @@ MATRIX_RUN_FILE = "matrix-run.json"
 
 @functools.lru_cache(maxsize=None)
 def release_list() -> ModuleType:
-    """``fi_compat/release_list.py``, loaded by path: the interpreters running
+    """``fi_compat/model/release_list.py``, loaded by path: the interpreters running
     nox and the scripts do not have fi_compat installed, and the module
     imports nothing."""
-    spec = importlib.util.spec_from_file_location("_fi_compat_release_list", PACKAGE / "release_list.py")
+    spec = importlib.util.spec_from_file_location("_fi_compat_release_list", PACKAGE / "model" / "release_list.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -46,20 +46,20 @@ def release_list() -> ModuleType:
 # A committed matrix result says "this release passed tests/matrix with this
 # fi_compat".  ``code`` covers every file of the package that can change what
 # fi_compat does at run time or what the suite exercises, the CPU shim in
-# fi_compat/testing included: new modules are covered without a list to update.
+# fi_compat/workload included: new modules are covered without a list to update.
 # Left out, each because no covered module imports it (tests/test_results_fresh.py
 # checks that), so no change to it alters a result:
 #   commands/, cli.py, __main__.py  the CLI tools (soak, guard, doctor, audit);
 #   diagnosis/                      the doctor's report (reads the state, changes nothing);
-#   release_list.py                 which releases need a result: checked by
+#   model/release_list.py           which releases need a result: checked by
 #                                    membership instead (a new release needs
 #                                    its own run, not a re-run of all 18).
-NOT_IN_CODE_FINGERPRINT = ("commands/", "diagnosis/", "cli.py", "__main__.py", "release_list.py")
+NOT_IN_CODE_FINGERPRINT = ("commands/", "diagnosis/", "cli.py", "__main__.py", "model/release_list.py")
 
 #: What decides a result besides the library: the suite, its helpers, the
 #: growth measurement, pytest's settings and the dependency bounds.  A change
 #: here is reported, not failed on: the results still describe the code.
-SUITE_PATHS = ("tests/matrix", "tests/support.py", "tests/conftest.py", "scripts/measure_growth.py",
+SUITE_PATHS = ("tests/matrix", "tests/helpers/support.py", "tests/conftest.py", "scripts/measure_growth.py",
                "scripts/run_release_suite.py", "pyproject.toml")
 
 

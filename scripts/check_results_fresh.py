@@ -4,7 +4,7 @@
 Each ``docs/compat-results/<platform>/<release>.json`` records the fingerprint
 of the fi_compat package it ran (``scripts/_matrix_common.py``: ``fingerprint()``).
 This compares every result with the checkout and with
-``fi_compat.release_list.MATRIX_RELEASES``, and exits 1 naming each release
+``fi_compat.model.release_list.MATRIX_RELEASES``, and exits 1 naming each release
 that is
 
 * missing: in the matrix, with no result (the release list is newer);

@@ -12,7 +12,7 @@ this repository: docs/flashinfer-tests.md); nothing of it is committed here.
 ``--select`` names what to run inside it (default ``tests/autotuner``).
 
 Each mode runs in a fresh process of this interpreter (the one with torch and
-flashinfer-python installed): the CPU-host shim (:func:`fi_compat.testing.cpu_host`,
+flashinfer-python installed): the CPU-host shim (:func:`fi_compat.workload.cpu_host`,
 flashinfer needs it to import without a GPU) entered before pytest imports
 flashinfer's conftest, then, for the fi_compat modes, ``fi_compat.install()``
 with the mode's settings, then pytest on the selection; a small plugin records
@@ -72,7 +72,7 @@ import json, sys
 
 mode_settings, selection, outcomes_path = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 import pytest
-from fi_compat.testing import cpu_host
+from fi_compat.workload import cpu_host
 
 
 class Outcomes:
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if "alone" not in modes or any(m not in MODES for m in modes):
         parser.error(f"--modes must include alone and be among {', '.join(MODES)}")
-    from fi_compat.release_detection import detect_release  # no flashinfer import: package metadata
+    from fi_compat.model.release_detection import detect_release  # no flashinfer import: package metadata
 
     runs = {}
     for mode in modes:
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                        "commit": args.commit, "selection": args.select},
         "fi_compat_commit": fi_compat_commit(),
         "python": platform.python_version(),
-        "host": "CPU, fi_compat.testing.cpu_host() (kernel launches recorded, not run)",
+        "host": "CPU, fi_compat.workload.cpu_host() (kernel launches recorded, not run)",
         "command": "python scripts/flashinfer_own_tests.py " + " ".join(
             a if not a.startswith("/") else "<" + Path(a).name + ">" for a in (argv or sys.argv[1:])),
         "modes": {mode: {k: v for k, v in run.items() if k not in ("outcomes", "failures")}

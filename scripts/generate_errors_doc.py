@@ -1,4 +1,4 @@
-"""Write docs/errors.md from the bad-input catalogue (tests/errors_catalogue.py).
+"""Write docs/errors.md from the bad-input catalogue (tests/helpers/errors_catalogue.py).
 
     python scripts/generate_errors_doc.py            # rewrite docs/errors.md
     python scripts/generate_errors_doc.py --check    # exit 1 if it is out of date
@@ -30,9 +30,9 @@ message.  `fi-compat guard` prints its per-file errors in its report table
 was given and what is accepted, or what was found and what to do next.
 
 This file is generated: `python scripts/generate_errors_doc.py` (from the
-repository root) runs every row of `tests/errors_catalogue.py` and writes it;
+repository root) runs every row of `tests/helpers/errors_catalogue.py` and writes it;
 `tests/test_errors_catalogue.py` fails when it is out of date.  Rows that
-involve flashinfer run against a fake release (tests/fakes.py) of the
+involve flashinfer run against a fake release (tests/helpers/fakes.py) of the
 release shown, so the messages do not depend on the installed release.
 
 All errors derive from `fi_compat.FiCompatError` (typed errors) or are the
@@ -89,7 +89,7 @@ then calls flashinfer unpatched and never installs on its own), or
 `fi_compat.install(strict=False)` (bounds every cache whose signature matches,
 leaves the rest unbounded with one `UnsupportedReleaseWarning`).  A process
 that installed at start-up (`fi-compat run --strict`, `FI_COMPAT_AUTO=1
-FI_COMPAT_STRICT=1`) ends at its first MLA decode instead (fi_compat.tripwire).
+FI_COMPAT_STRICT=1`) ends at its first MLA decode instead (fi_compat.installing.tripwire).
 `tests/matrix/test_strict_refusal.py` checks both orders on a real wheel
 edited in the test.
 """
@@ -103,7 +103,7 @@ def render() -> str:
     for path in (os.path.join(ROOT, "tests"), ROOT):  # this checkout's fi_compat, not an installed one
         if path not in sys.path:
             sys.path.insert(0, path)
-    import errors_catalogue
+    from helpers import errors_catalogue
 
     logging.getLogger("fi_compat").disabled = True  # the log line repeats the warning
     try:

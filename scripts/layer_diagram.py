@@ -4,19 +4,26 @@
 Reads every module of the package with :mod:`ast` (imports none of them;
 relative imports resolve through ``fi_compat.lookup.source.resolve_relative``,
 the library's own reading of flashinfer's ``from . import``) and groups
-them into units: a top-level module (``installer``) or a subpackage
-(``lookup/``).  A unit's layer is one above the highest unit it imports at
-import time (module level, under ``if``/``try`` too, not under ``if
-TYPE_CHECKING``); units that import each other at import time are an error.
-Imports inside functions (deferred: loaded on first use) are listed as such
-and do not raise a layer.  ``fi_compat/__init__.py``'s lazy public names count
-as deferred imports of their modules.
+them into units: a top-level module (``public``) or a subpackage
+(``lookup/``).  A unit's layer is one above every unit it imports, however:
+at import time (module level, under ``if``/``try`` too), deferred (inside a
+function: loaded on first use) or for the type checker only (under ``if
+TYPE_CHECKING``).  Any cycle among units is an error, and so is an import of
+the package root ``fi_compat`` (the facade, which imports anything) by any
+module.  The diagram lists the arrows not made at import time in brackets,
+for information.  ``fi_compat/__init__.py``'s lazy public names count as
+deferred imports of their modules.
+
+It also checks that the job table of docs/design.md has a row for every
+module (``--check`` fails naming the missing ones): a row's first cell names
+the module by its path under ``fi_compat/`` in backquotes (``model/specs.py``);
+a package's ``__init__.py`` is also covered by ``lookup/``.
 
     python scripts/layer_diagram.py            # print the diagram
     python scripts/layer_diagram.py --write    # rewrite it in docs/design.md
-    python scripts/layer_diagram.py --check    # exit 1 when docs/design.md differs
+    python scripts/layer_diagram.py --check    # exit 1 when docs/design.md differs or misses a module
 
-tests/test_layer_diagram.py runs the check.  Cost: parses about 80 small
+tests/test_layer_diagram.py runs the check.  Cost: parses about 130 small
 files (well under a second).
 """
 
@@ -43,7 +50,7 @@ def module_name(path: Path, package: Path) -> str:
 
 
 def unit_of(module: str, packages: set[str]) -> str:
-    """``fi_compat.lookup.live`` -> ``lookup/``; ``fi_compat.installer`` -> ``installer``."""
+    """``fi_compat.lookup.live`` -> ``lookup/``; ``fi_compat.installing.installer`` -> ``installer``."""
     parts = module.split(".")
     if len(parts) == 1:
         return "fi_compat"
@@ -71,9 +78,12 @@ def _visit(
     eager: set[str],
     deferred: set[str],
 ) -> None:
-    """Collect the imports of ``body`` into ``eager`` or (inside a function) ``deferred``."""
+    """Collect the imports of ``body`` into ``eager`` or (inside a function, or
+    under ``if TYPE_CHECKING``) ``deferred``."""
     for node in body:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            _visit(module, path, node.body, True, names, eager, deferred)
+            _visit(module, path, node.orelse, inside_function, names, eager, deferred)
             continue
         found = deferred if inside_function else eager
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -93,8 +103,8 @@ def _visit(
 
 
 def module_imports(package: Path = PACKAGE) -> dict[str, tuple[set[str], set[str]]]:
-    """``module -> (imported at import time, imported only inside functions)``,
-    fi_compat modules only."""
+    """``module -> (imported at import time, imported only inside functions or
+    for the type checker)``, fi_compat modules only."""
     paths = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
     names = set(paths)
     graph: dict[str, tuple[set[str], set[str]]] = {}
@@ -126,20 +136,29 @@ def unit_graph(package: Path = PACKAGE) -> dict[str, tuple[set[str], set[str]]]:
     return units
 
 
+ROOT_UNIT = "fi_compat"
+
+
 def layers(units: dict[str, tuple[set[str], set[str]]]) -> dict[str, int]:
-    """Each unit's layer by its import-time arrows.  Raises ``ValueError`` when
-    units import each other at import time (then there are no layers to draw;
-    tests/test_import_light.py forbids such cycles between modules too)."""
+    """Each unit's layer: one above every unit it imports, at import time,
+    deferred or for the type checker.  Raises ``ValueError`` when units import
+    each other by any of these (then there are no layers to draw), or when a
+    unit imports the package root (the facade: it may import anything, so
+    nothing may import it)."""
+    into_root = sorted(u for u, (eager, later) in units.items() if u != ROOT_UNIT and ROOT_UNIT in eager | later)
+    if into_root:
+        raise ValueError(f"the package root {ROOT_UNIT} (the facade) is imported by: {', '.join(into_root)}")
     layer: dict[str, int] = {}
     open_units: list[str] = []
 
     def of(unit: str) -> int:
         if unit in open_units:
             cycle = open_units[open_units.index(unit) :] + [unit]
-            raise ValueError(f"import-time cycle between units: {' -> '.join(cycle)}")
+            raise ValueError(f"import cycle between units: {' -> '.join(cycle)}")
         if unit not in layer:
             open_units.append(unit)
-            layer[unit] = max((of(t) + 1 for t in units[unit][0]), default=0)
+            eager, later = units[unit]
+            layer[unit] = max((of(t) + 1 for t in sorted(eager | later)), default=0)
             open_units.pop()
         return layer[unit]
 
@@ -153,7 +172,7 @@ def render(package: Path = PACKAGE) -> str:
     units = unit_graph(package)
     layer = layers(units)
     width = max(len(u) for u in units)
-    lines = ["```", f"layer  {'unit':<{width}} -> imports at import time  [+ deferred: loaded on first use]"]
+    lines = ["```", f"layer  {'unit':<{width}} -> imports at import time  [+ deferred or type-only]"]
     for level in sorted(set(layer.values()), reverse=True):
         for unit in sorted(u for u in units if layer[u] == level):
             eager, deferred = units[unit]
@@ -174,6 +193,40 @@ def replaced(document: str, diagram: str) -> str:
     return document[:start] + "\n" + diagram + document[end:]
 
 
+JOB_TABLE_HEADER = "| module | job |"
+
+
+def job_table_names(document: str) -> set[str]:
+    """Every name in backquotes in the first cell of a row of the job table
+    (the table under the ``| module | job |`` header)."""
+    lines = document.splitlines()
+    try:
+        start = lines.index(JOB_TABLE_HEADER) + 2  # past the header and its |---| line
+    except ValueError:
+        return set()
+    names: set[str] = set()
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        first = line.split("|")[1]
+        names.update(first.split("`")[1::2])
+    return names
+
+
+def missing_jobs(document: str, package: Path = PACKAGE) -> list[str]:
+    """The modules under ``package`` (paths relative to it) that the job
+    table of ``document`` does not name; a package's ``__init__.py`` is also
+    covered by ``name/``."""
+    names = job_table_names(document)
+    missing = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative in names or (path.name == "__init__.py" and relative.removesuffix("__init__.py") in names):
+            continue
+        missing.append(relative)
+    return missing
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     group = parser.add_mutually_exclusive_group()
@@ -189,14 +242,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         DOC.write_text(wanted, encoding="utf-8")
         return 0
+    status = 0
     if wanted != document:
         print(
             f"{DOC.relative_to(ROOT)}: the layer diagram does not match the imports; "
             "run python scripts/layer_diagram.py --write",
             file=sys.stderr,
         )
-        return 1
-    return 0
+        status = 1
+    missing = missing_jobs(document)
+    if missing:
+        print(f"{DOC.relative_to(ROOT)}: the job table has no row for: {', '.join(missing)}", file=sys.stderr)
+        status = 1
+    return status
 
 
 if __name__ == "__main__":

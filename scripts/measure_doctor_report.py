@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """What ``fi_compat.doctor_report()`` costs inside a process that imported flashinfer and installed fi_compat.
 
-Imports the installed flashinfer under the CPU-host shim (``fi_compat.testing.cpu_host``),
+Imports the installed flashinfer under the CPU-host shim (``fi_compat.workload.cpu_host``),
 installs fi_compat, runs a few hundred decode calls in TensorRT-LLM's form
-(``fi_compat.testing.workload``) so the caches hold something, then times
+(``fi_compat.workload.workload``) so the caches hold something, then times
 ``doctor_report()`` and, separately, its two costly parts: the census
-(``fi_compat.census.take``) and the verdict on every row (``judge_release``
+(``fi_compat.counting.census.take``) and the verdict on every row (``judge_release``
 through the runtime lookup).  Prints one line each: median and minimum
 wall time over ``--repeat`` calls.
 
@@ -39,12 +39,12 @@ def main() -> int:
     import torch
 
     import fi_compat
-    from fi_compat import census
-    from fi_compat.judgement import judge_release
+    from fi_compat.counting import census
+    from fi_compat.verdict.judgement import judge_release
     from fi_compat.lookup import runtime_lookup
-    from fi_compat.release_detection import detect_release
-    from fi_compat.specs import DECODE
-    from fi_compat.testing import cpu_host, workload
+    from fi_compat.model.release_detection import detect_release
+    from fi_compat.model.specs import DECODE
+    from fi_compat.workload import cpu_host, workload
 
     with cpu_host():
         import flashinfer.mla as mla

@@ -21,10 +21,10 @@ new distinct values, and reports the growth of Python-heap memory
 ``distinct``: the steady-state bytes each new ``max_seq_len`` costs.  An
 unbounded cache shows up as a constant positive number; a bounded one as ~0.
 
-``--device cpu`` runs under fi_compat's CPU shim (``fi_compat.testing.cpu_host``,
+``--device cpu`` runs under fi_compat's CPU shim (``fi_compat.workload.cpu_host``,
 an SM100 description); ``--device cuda`` uses real CUDA tensors and the real
 device, with only the trtllm-gen kernel-module loader stubbed
-(``fi_compat.testing.loader_stub``), so it works on any CUDA device.
+(``fi_compat.workload.loader_stub``), so it works on any CUDA device.
 
     python scripts/measure_growth.py --device cpu --json growth.json
 """
@@ -51,7 +51,7 @@ SEQ_LEN = 64
 
 def host(device: str) -> Any:
     # The recorder keeps one launch (tensors and ints): more would show up as growth.
-    from fi_compat.testing.hosts import flashinfer_host
+    from fi_compat.workload.hosts import flashinfer_host
 
     return flashinfer_host(device, keep=1)
 
@@ -84,7 +84,7 @@ def decode_call(flashinfer: Any, t: dict[str, Any]) -> Callable[[int], Any]:
 
 
 def builder_call(core: Any, t: dict[str, Any]) -> Callable[[int], Any]:
-    from fi_compat.testing.builder import builder_arguments
+    from fi_compat.workload.builder import builder_arguments
 
     def call(max_seq_len: int) -> Any:
         # Looked up per call: fi_compat.install() replaces the module attribute.

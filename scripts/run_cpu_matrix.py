@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="sessions at a time (default 2: CI has 2 cores)")
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--ci", action="store_true",
-                        help=f"fi_compat.release_list.CI_SESSION_RELEASES: "
+                        help=f"fi_compat.model.release_list.CI_SESSION_RELEASES: "
                              f"{', '.join(releases_module.CI_SESSION_RELEASES)} (CI's representative set "
                              f"but the default release, which `nox -s tests` runs), without the growth "
                              f"measurement")
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         posargs = ["--skip-growth", *posargs]
     unknown = [r for r in releases if r not in matrix]
     if unknown:
-        parser.error(f"not in fi_compat.release_list.MATRIX_RELEASES: {', '.join(unknown)} "
+        parser.error(f"not in fi_compat.model.release_list.MATRIX_RELEASES: {', '.join(unknown)} "
                      f"(accepted: {', '.join(matrix)})")
     results_dir = Path(args.results).resolve()
     logs = ROOT / ".nox" / "matrix-logs"

@@ -120,7 +120,7 @@ def bounded_rows(release: Any) -> list[str]:
     its source by the same lookup as the guard (flashinfer is not imported)."""
     import importlib.util
 
-    from fi_compat.judgement import BOUND, judge_release
+    from fi_compat.verdict.judgement import BOUND, judge_release
     from fi_compat.lookup import DirectoryReader, source_lookup
 
     spec = importlib.util.find_spec("flashinfer")

@@ -48,7 +48,7 @@ def _uninstalled_after_each_test():
     marked as installed at start-up (a test that calls a start-up hook in this
     process, such as the engine plugin's, marks it; the mark decides whether a
     strict failure ends the process and arms the decode tripwire)."""
-    from fi_compat import installer, startup_state
+    from fi_compat.installing import installer, startup_state
 
     installer.reset()
     startup_state._startup_origin = None

@@ -20,7 +20,7 @@ import pytest
 from fi_compat.commands.audit import cli as audit, scan as audit_scan
 from fi_compat.commands.audit.scan import SourceFile, classify_parameter, scan_file
 
-from support import site_without_flashinfer
+from helpers.support import site_without_flashinfer
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = "flashinfer.mla._core._mla_decode_tuning_config"
@@ -259,8 +259,8 @@ def test_live_audit_reports_what_each_flagged_cache_gained():
     workload = report["live"]["workload"]
     assert workload["calls"] == 60 and workload["distinct_max_seq_len"] == 60
     results = {r["function"]: r for r in report["live"]["results"]}
-    from fi_compat.release_detection import detect_release
-    from fi_compat.specs import TUNING_CONFIG
+    from fi_compat.model.release_detection import detect_release
+    from fi_compat.model.specs import TUNING_CONFIG
 
     if not TUNING_CONFIG.present_in(detect_release().version):
         # 0.6.13 - 0.6.15 have no functools.cache on the config: nothing flagged gains per length

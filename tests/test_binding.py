@@ -1,4 +1,4 @@
-"""fi_compat.binding: a call in the newest order reaches each installed
+"""fi_compat.calls.binding: a call in the newest order reaches each installed
 parameter by name, on drifted signatures written as plain functions that
 return what they received (``locals()``).  The real releases and the drift
 catalogue built from them are tests/matrix/test_call_api.py and
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from fi_compat.binding import Binding, is_default, same_default
+from fi_compat.calls.binding import Binding, is_default, same_default
 from fi_compat.errors import SignatureMismatchError, UnsupportedFeatureError
-from fi_compat.specs import DECODE, FunctionSpec, Param
+from fi_compat.model.specs import DECODE, FunctionSpec, Param
 
 # The newest signature of a small function: two required, two optional.
 SPEC = FunctionSpec("flashinfer.fake", "scaled", (Param("a"), Param("b"), Param("s1", 1.0), Param("s2", 1.0)))

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from fi_compat.cache import MISSING, BoundedCache
+from fi_compat.memo.cache import MISSING, BoundedCache
 
 THREADS = 12
 
@@ -156,7 +156,7 @@ def test_identities_stay_bounded_when_the_caller_keeps_every_value_alive():
     """keep_identity remembers at most IDENTITY_SCALE x maxsize evicted values,
     however many the caller holds; within that window an evicted key still
     returns its object, past it the key builds a new one."""
-    from fi_compat.cache import IDENTITY_SCALE
+    from fi_compat.memo.cache import IDENTITY_SCALE
 
     cache = BoundedCache("t", 4, keep_identity=True)
     held = [cache.get_or_compute(key, Value, key) for key in range(1_000)]
@@ -170,7 +170,7 @@ def test_identities_stay_bounded_when_the_caller_keeps_every_value_alive():
 def test_footprint_counts_what_two_caches_share_once():
     """The builder memo and the tuning-config memo hold the same config objects:
     their footprint together is one copy of those, not two."""
-    from fi_compat.cache import approximate_size, footprint
+    from fi_compat.memo.cache import approximate_size, footprint
 
     shared = [list(range(100)) for _ in range(20)]
     builder, configs = BoundedCache("builder", 64), BoundedCache("tuning-config", 64)

@@ -1,5 +1,5 @@
-"""The verdict on each bounded cache (``fi_compat.bounds``) and what install() does with it,
-on fake flashinfer releases (tests/fakes.py) for what no release has yet.
+"""The verdict on each bounded cache (``fi_compat.verdict.bounds``) and what install() does with it,
+on fake flashinfer releases (tests/helpers/fakes.py) for what no release has yet.
 
 The fakes are checked first against the real wheels: each fake release gets
 the verdict its real wheel gets, row by row.
@@ -18,18 +18,34 @@ import pytest
 from packaging.version import Version
 
 import fi_compat
-from fi_compat import bounds, installer, specs
-from fi_compat.bounds import by_name
-from fi_compat.judgement import BOUND, BOUNDED_UPSTREAM, MISMATCH, MISSING, NO_CACHE, NOT_IN_RELEASE, PARTIAL, PREDATES, UNSUPPORTED, UNVERIFIED, VERIFIED, judge, judge_release
+from fi_compat.verdict import bounds
+from fi_compat.installing import installer
+from fi_compat.model import specs
+from fi_compat.verdict.bounds import by_name
+from fi_compat.verdict.judgement import (
+    BOUND,
+    BOUNDED_UPSTREAM,
+    MISMATCH,
+    MISSING,
+    NO_CACHE,
+    NOT_IN_RELEASE,
+    PARTIAL,
+    PREDATES,
+    UNSUPPORTED,
+    UNVERIFIED,
+    VERIFIED,
+    judge,
+    judge_release,
+)
 from fi_compat.commands.guard.wheel import WheelSources
 from fi_compat.errors import (
     WARNING_LIMIT, SignatureMismatchError, UnsupportedReleaseError, UnsupportedReleaseWarning, UnverifiedReleaseWarning,
 )
 from fi_compat.lookup import DirectoryReader, find_live, source_lookup
-from fi_compat.release_list import MATRIX_RELEASES
+from fi_compat.model.release_list import MATRIX_RELEASES
 
-import fakes
-from fakes import BUILDER_ARGS, DRIFT_RELEASE, DRIFTS, loaded_release
+from helpers import fakes
+from helpers.fakes import BUILDER_ARGS, DRIFT_RELEASE, DRIFTS, loaded_release
 
 
 def flashinfer_objects() -> dict[tuple[str, str], object]:
@@ -414,7 +430,7 @@ def test_a_failure_at_any_step_leaves_nothing_half_installed(where, tmp_path, mo
     """Make the k-th attribute replacement fail, for every k (and the transparent
     mode's plan after them): install() re-raises and every object is the original."""
     import fi_compat.adapters.base as base
-    from fi_compat import transparent
+    from fi_compat.calls import transparent
 
     with loaded_release("0.7.4", tmp_path):
         for module in (specs.CUTE_DSL_SPLIT_KV.module, specs.CUTE_DSL_SPLIT_KV_BATCH_MLA.module):

@@ -1,6 +1,6 @@
 """The CI templates in examples/ci/ (docs/ci.md): valid YAML, and the parts
 that matter agree with the project: the GPU job matrix is exactly
-``fi_compat.release_list.MATRIX_RELEASES``, one job per release on self-hosted
+``fi_compat.model.release_list.MATRIX_RELEASES``, one job per release on self-hosted
 GPU runners; the guard triggers on every kind of file the pre-commit hook
 reads and filters the changed files with the hook's own pattern.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from fi_compat.release_list import MATRIX_RELEASES
+from fi_compat.model.release_list import MATRIX_RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / "examples" / "ci"
@@ -108,7 +108,7 @@ def test_github_gpu_matrix_is_one_self_hosted_job_per_release():
     job = load(GITHUB)["jobs"]["gpu-matrix"]
     assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
     assert job["strategy"]["matrix"]["flashinfer"] == list(MATRIX_RELEASES), (
-        "examples/ci/github-actions.yml's release list must be fi_compat.release_list.MATRIX_RELEASES")
+        "examples/ci/github-actions.yml's release list must be fi_compat.model.release_list.MATRIX_RELEASES")
     assert job["strategy"]["fail-fast"] is False
     assert "max-parallel" not in job["strategy"]  # every release at once, as runners allow
     assert "nox -s \"gpu_matrix(flashinfer='${{ matrix.flashinfer }}')\"" in scripts_of(job)
@@ -126,7 +126,7 @@ def test_gitlab_jobs_match_the_github_ones():
     assert "gpu" in gpu["tags"]
     (axis,) = gpu["parallel"]["matrix"]
     assert axis == {"FLASHINFER": list(MATRIX_RELEASES)}, (
-        "examples/ci/gitlab-ci.yml's release list must be fi_compat.release_list.MATRIX_RELEASES")
+        "examples/ci/gitlab-ci.yml's release list must be fi_compat.model.release_list.MATRIX_RELEASES")
     assert rule in gpu["rules"]
     assert "nox -s \"gpu_matrix(flashinfer='$FLASHINFER')\"" in scripts_of(gpu)
 

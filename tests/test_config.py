@@ -113,6 +113,6 @@ def test_disable_makes_install_a_no_op(monkeypatch, caplog):
 def test_library_adds_no_logging_handlers():
     import logging
 
-    import fi_compat.installer  # noqa: F401
+    import fi_compat.installing.installer  # noqa: F401
 
     assert logging.getLogger("fi_compat").handlers == []

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 import fi_compat
-from fi_compat import specs
+from fi_compat.model import specs
 from fi_compat import diagnosis as doctor
 from fi_compat.diagnosis import environment
 from fi_compat.commands.guard.check import check_wheel
 from fi_compat.lookup import TRTLLM_MARKER
 
-import fakes
-from support import site_without_flashinfer
+from helpers import fakes
+from helpers.support import site_without_flashinfer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -248,7 +248,7 @@ def test_doctor_report_after_a_failed_real_import():
 
 
 def specs_verified_releases() -> set[str]:
-    from fi_compat.release_list import MATRIX_RELEASES
+    from fi_compat.model.release_list import MATRIX_RELEASES
 
     return set(MATRIX_RELEASES)
 
@@ -302,7 +302,7 @@ def test_doctor_on_a_real_release_judges_it_from_source(tmp_path, version, real_
 
 
 def test_live_report_under_the_cpu_shim_and_the_trtllm_marker(fi_cpu_host, monkeypatch):
-    from fi_compat import installer
+    from fi_compat.installing import installer
 
     assert installer.status()["state"] == "not-installed"
     report = doctor.gather()
@@ -405,7 +405,7 @@ def test_doctor_report_sees_trtllm_workaround_installed_in_this_process(tmp_path
     """TensorRT-LLM puts its memo on the builder when its module is imported: only
     a report from inside that process can see it."""
     with fakes.loaded_release("0.6.15", tmp_path) as fake:
-        from support import trtllm_style_memo
+        from helpers.support import trtllm_style_memo
 
         setattr(fake.core, specs.TUNING_CONFIG_BUILDER.name,
                 trtllm_style_memo(getattr(fake.core, specs.TUNING_CONFIG_BUILDER.name)))

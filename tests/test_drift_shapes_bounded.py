@@ -4,8 +4,8 @@ alias, in a module imported lazily after ``install()``).  The runtime side's
 own subprocess checks are tests/matrix/test_drift_shapes_runtime.py; this one
 measures what the shape's memo holds after the run.
 
-Each shape is a real release with one small edit (tests/drift_shapes.py); the
-child (tests/drift_shape_runtime.py) installs fi_compat with a bound of 8 and
+Each shape is a real release with one small edit (tests/helpers/drift_shapes.py); the
+child (tests/helpers/drift_shape_runtime.py) installs fi_compat with a bound of 8 and
 decodes 48 distinct lengths over 128K: the flashinfer memo the shape grows
 must end at most the bound times the row's scale, the row's verdict ``bound``.
 Class-based and instance-held memos and new caches fi_compat has no row for
@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from fi_compat.release_list import DEFAULT_RELEASE
+from fi_compat.model.release_list import DEFAULT_RELEASE
 
 sys.path.insert(0, str(Path(__file__).parent / "matrix"))  # drift_shape_census's _size_at, for the child
 
-import drift_shapes  # noqa: E402
-from drift_runner import ForkServer  # noqa: E402
+from helpers import drift_shapes  # noqa: E402
+from helpers.drift_runner import ForkServer  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -58,7 +58,7 @@ def test_the_shape_is_bounded_where_it_sits(name, server, tmp_path_factory):
         pytest.skip(str(exc))
     row, layout, backend = RUNTIME[name]
     module, attributes = drift_shapes.GROWS_AT[name]
-    report = server.run(synthetic.site, "drift_shape_runtime:bounded_run", timeout=600, module=module,
+    report = server.run(synthetic.site, "helpers.drift_shape_runtime:bounded_run", timeout=600, module=module,
                         attributes=attributes, layout=layout, backend=backend, lengths=LENGTHS,
                         cache_size=CACHE_SIZE)
     assert report["verdicts"][row] == "bound", report

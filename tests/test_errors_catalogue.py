@@ -1,4 +1,4 @@
-"""Every row of the bad-input catalogue (tests/errors_catalogue.py)
+"""Every row of the bad-input catalogue (tests/helpers/errors_catalogue.py)
 gives its clear error, installs nothing, and docs/errors.md lists exactly the
 messages the rows produce."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import errors_catalogue
-from errors_catalogue import ROWS
+from helpers import errors_catalogue
+from helpers.errors_catalogue import ROWS
 
 
 @pytest.fixture

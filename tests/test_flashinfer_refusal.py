@@ -14,7 +14,7 @@ import types
 
 import pytest
 
-from support import flashinfer_refusal, raised_by_flashinfer
+from helpers.support import flashinfer_refusal, raised_by_flashinfer
 
 
 def function_in(module: str, body: str, **names):
@@ -32,17 +32,17 @@ def test_any_error_raised_inside_flashinfer_is_its_refusal():
 
 def test_an_error_of_a_library_below_flashinfer_is_flashinfers_refusal():
     torch_like = function_in("torch.cuda", "raise RuntimeError('no kernel image for sm_90')")
-    shim = function_in("fi_compat.testing.cpu_host", "return g()", g=torch_like)  # the host stand-in
+    shim = function_in("fi_compat.workload.cpu_host", "return g()", g=torch_like)  # the host stand-in
     caller = function_in("flashinfer.mla._core", "return g()", g=shim)
     assert isinstance(flashinfer_refusal(caller), RuntimeError)
 
 
 def test_an_error_of_fi_compat_fails_even_when_flashinfer_called_it():
-    bug = function_in("fi_compat.cache", "raise ValueError('fi_compat bug')")
+    bug = function_in("fi_compat.memo.cache", "raise ValueError('fi_compat bug')")
     caller = function_in("flashinfer.mla._core", "return g()", g=bug)
     with pytest.raises(ValueError, match="fi_compat bug"):
         flashinfer_refusal(caller)
-    wrapper = function_in("fi_compat.call_api", "return args[0].shape")  # before flashinfer is reached
+    wrapper = function_in("fi_compat.calls.call_api", "return args[0].shape")  # before flashinfer is reached
     with pytest.raises(AttributeError):
         flashinfer_refusal(lambda: wrapper(1))
 
@@ -82,7 +82,7 @@ def test_a_keyword_the_releases_signature_lacks_is_its_refusal(flashinfer_module
 
 
 def test_the_same_keyword_passed_on_by_fi_compat_fails(flashinfer_module):
-    passes_on = function_in("fi_compat.call_api", "return g(1, enable_dcp=True)", g=flashinfer_module.decode_without_dcp)
+    passes_on = function_in("fi_compat.calls.call_api", "return g(1, enable_dcp=True)", g=flashinfer_module.decode_without_dcp)
     with pytest.raises(TypeError, match="enable_dcp"):
         flashinfer_refusal(passes_on)
 

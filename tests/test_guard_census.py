@@ -8,7 +8,7 @@ census must see: 0.6.16's cute-dsl sizer gained ``max_seq_len``, so a fi_compat
 that bounds only the tuning config (and the builder) is flat on 0.6.15.post1
 and leaks on 0.6.16; bounding the sizer too makes 0.6.16 flat again.  The
 "fi_compat that bounds only ..." is the probe's internal ``--only-bounds``
-(``guard --census-only-bounds``), which filters fi_compat.bounds.BOUNDS in the
+(``guard --census-only-bounds``), which filters fi_compat.verdict.bounds.BOUNDS in the
 probe's own process.
 
 About 20-35 s per release and mode on 2 shared cores (docs/guard.md has the
@@ -31,7 +31,7 @@ from typing import Callable
 
 import pytest
 
-from fi_compat import specs
+from fi_compat.model import specs
 from fi_compat.cli import main
 from fi_compat.commands.guard.check import Result
 from fi_compat.commands.guard.report import as_table

@@ -1,6 +1,6 @@
 """The guard's default verdict on releases that do not exist yet: measured, not read by name.
 
-Each release is the real 0.7.4 wheel with one edit, built in the test (tests/guard_releases.py):
+Each release is the real 0.7.4 wheel with one edit, built in the test (tests/helpers/guard_releases.py):
 the tuning config moved where flashinfer's redesign puts it (flashinfer/mla/_batch_mla/), moved
 and renamed, moved and its cache written by hand; six hand-written memos keyed on what the engines
 vary per request; and the good upgrades (the memo renamed and bounded with lru_cache(maxsize=256)
@@ -28,13 +28,13 @@ from typing import Callable
 
 import pytest
 
-from fi_compat import specs
+from fi_compat.model import specs
 from fi_compat.commands.guard.census_probe import probe_lengths
 from fi_compat.commands.guard.check import Result
 from fi_compat.commands.guard.report import as_table, exit_status
 
-import guard_releases as releases
-from guard_releases import BATCH_MLA_CORE, CORE, HANDWRITTEN, RELEASES, RENAMED_CONFIG, line_of
+from helpers import guard_releases as releases
+from helpers.guard_releases import BATCH_MLA_CORE, CORE, HANDWRITTEN, RELEASES, RENAMED_CONFIG, line_of
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ AUTO_LAYOUTS = {("vllm", "auto"), ("sglang", "auto")}
 
 @pytest.fixture(scope="module")
 def built(real_wheel, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    """``{name: (wheel, edited files)}`` for every release of tests/guard_releases.py."""
+    """``{name: (wheel, edited files)}`` for every release of tests/helpers/guard_releases.py."""
     real = real_wheel(releases.BASE_RELEASE)
     dest = tmp_path_factory.mktemp("releases")
     return {name: releases.edited_wheel(real, release, dest) for name, release in RELEASES.items()}

@@ -23,7 +23,7 @@ from packaging.specifiers import SpecifierSet
 
 from fi_compat.commands.guard.index import ReleaseSource, offline_gap, outside_list
 from fi_compat.commands.guard.pins import UNCHECKABLE, read_pins
-from fi_compat.release_list import PUBLISHED_RELEASES
+from fi_compat.model.release_list import PUBLISHED_RELEASES
 from test_guard_wheels import run_json
 
 TAG_ARCHIVE = "https://github.com/flashinfer-ai/flashinfer/archive/refs/tags/v0.7.4"
@@ -138,7 +138,7 @@ def test_offline_gap_says_why_and_what_to_do():
     assert offline_gap(SpecifierSet(">=0.6.14,<0.6.16"), ReleaseSource(offline=True)) is None
     gap = offline_gap(SpecifierSet(">=0.6.12,<0.6.14"), ReleaseSource(offline=True))
     for words in ("admits releases before 0.6.13, which were not checked", "--offline",
-                  "fi_compat.release_list.PUBLISHED_RELEASES", "holds only 0.6.13 .. 0.7.4",
+                  "fi_compat.model.release_list.PUBLISHED_RELEASES", "holds only 0.6.13 .. 0.7.4",
                   "without --offline", ">=0.6.13,<=0.7.4"):
         assert words in gap, gap
     unreachable = offline_gap(SpecifierSet(">=0.7.4"), ReleaseSource(python="/nonexistent/python"))

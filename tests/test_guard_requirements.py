@@ -16,7 +16,7 @@ from fi_compat.commands.guard.errors import ReleaseListError, RequirementsError
 from fi_compat.commands.guard.index import ReleaseSource, parse_index_output, pinned, query_index, releases_for
 from fi_compat.commands.guard.pins import REMOTE_WHEEL, SPECIFIER, groups as _groups, parse_pin
 from fi_compat.commands.guard.pins.requirements import parse_file
-from fi_compat.release_list import PUBLISHED_RELEASES
+from fi_compat.model.release_list import PUBLISHED_RELEASES
 
 
 def write(path: Path, text: str) -> Path:

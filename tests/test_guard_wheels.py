@@ -21,17 +21,17 @@ from typing import Optional, Sequence
 import pytest
 
 import fi_compat
-from fi_compat import specs
+from fi_compat.model import specs
 from fi_compat.commands.guard.check import WORDS
-from fi_compat.judgement import Outcome, judge_release
+from fi_compat.verdict.judgement import Outcome, judge_release
 from fi_compat.cli import main
 from fi_compat.commands.guard import fetch as fetch_module
 from fi_compat.commands.guard.errors import FetchError, GuardError
 from fi_compat.commands.guard.fetch import default_cache_dir, fetch
 from fi_compat.lookup import runtime_lookup
-from fi_compat.release_list import MATRIX_RELEASES
+from fi_compat.model.release_list import MATRIX_RELEASES
 
-import fakes
+from helpers import fakes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def row_verdicts(bounds: list[dict]) -> dict[str, tuple]:
 NEVER_RUN = "raise SystemExit('the guard must never run wheel code')\n"
 CORE_PATH = "flashinfer/mla/_core.py"
 
-#: The fake 0.6.18 decode module (tests/fakes.py), which exits if anything ever imports it.
+#: The fake 0.6.18 decode module (tests/helpers/fakes.py), which exits if anything ever imports it.
 CORE_0618 = NEVER_RUN + fakes.release_files("0.6.18")[CORE_PATH]
 _RELEASE_CORE = object()
 
@@ -97,7 +97,7 @@ def line_of(text: str, needle: str) -> int:
 # --------------------------------------------------------------------------- real wheels
 
 #: Caches fi_compat bounds on each release, of those that need it (read from the real wheels:
-#: tests/fakes.py's table; 0.6.15 has no tuning-config memo, 0.6.18 adds the HCA sizer and the
+#: tests/helpers/fakes.py's table; 0.6.15 has no tuning-config memo, 0.6.18 adds the HCA sizer and the
 #: cached nearest-profile memo, 0.7.4 the Rubin MTP sizer).
 REAL = {"0.6.15": "4 of 4", "0.6.16": "6 of 6", "0.6.18": "7 of 7", "0.7.4": "8 of 8"}
 
@@ -141,7 +141,7 @@ def test_every_matrix_release_is_verified(real_wheel, capsys):
 def test_guard_agrees_with_the_runtime_lookup_on_the_installed_release(fi_cpu_host, real_wheel, capsys):
     """The strongest form of 'cannot disagree': the runtime's own lookup on the
     imported flashinfer, against the guard's ast lookup on the same release's wheel."""
-    from fi_compat.release_detection import detect_release
+    from fi_compat.model.release_detection import detect_release
 
     installed = detect_release().version
     assert installed is not None
@@ -176,7 +176,7 @@ def test_the_guard_on_a_wheel_says_what_install_does_with_the_same_source(releas
             warnings.simplefilter("ignore")
             state = fi_compat.install()
     assert row_verdicts(result["bounds"]) == row_verdicts(state["bounds"])
-    # one verdict: status() shows fi_compat.judgement.decide's outcome, the guard names the same one
+    # one verdict: status() shows fi_compat.verdict.judgement.decide's outcome, the guard names the same one
     assert result["verdict"] == WORDS[Outcome(state["outcome"])]
 
 

@@ -18,7 +18,7 @@ PACKAGE = Path(fi_compat.__file__).resolve().parent
 
 PROBE = """
 import json, sys
-import fi_compat, fi_compat.cli, fi_compat.config, fi_compat.release_detection, fi_compat.errors
+import fi_compat, fi_compat.cli, fi_compat.config, fi_compat.model.release_detection, fi_compat.errors
 for command in fi_compat.cli.COMMANDS:
     fi_compat.cli.build_parser(command)
 fi_compat.detect_release()
@@ -106,11 +106,11 @@ def cycles(deferred: bool) -> list[list[str]]:
 
 
 def test_the_import_graph_walk_sees_the_package():
-    assert {"fi_compat", "fi_compat.installer", "fi_compat.commands.doctor", "fi_compat.lookup.live"} <= set(MODULES)
-    assert "fi_compat.specs" in imports("fi_compat.bounds", deferred=False)
-    assert "fi_compat.status_view" in imports("fi_compat.installer", deferred=True)
+    assert {"fi_compat", "fi_compat.installing.installer", "fi_compat.commands.doctor", "fi_compat.lookup.live"} <= set(MODULES)
+    assert "fi_compat.model.specs" in imports("fi_compat.verdict.bounds", deferred=False)
+    assert "fi_compat.installing.status_view" in imports("fi_compat.installing.installer", deferred=True)
     assert "fi_compat.public" in imports("fi_compat", deferred=True)
-    assert {"fi_compat.installer", "fi_compat.call_api"} <= imports("fi_compat.public", deferred=False)
+    assert {"fi_compat.installing.installer", "fi_compat.calls.call_api"} <= imports("fi_compat.public", deferred=False)
 
 
 def test_no_import_cycle_at_import_time():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import fi_compat
-from fi_compat.testing.workload import make_inputs, trtllm_call
+from fi_compat.workload.workload import make_inputs, trtllm_call
 
 
 def _launched_max_seq_len(fi_launches, length: int) -> int:

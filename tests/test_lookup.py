@@ -14,14 +14,14 @@ import textwrap
 
 import pytest
 
-from fi_compat import specs
+from fi_compat.model import specs
 from fi_compat.lookup import (
     BOUNDED, NO_MEMO, UNBOUNDED, DirectoryReader, SourceIndex, find_in_source, find_live, source_lookup,
 )
-from fi_compat.specs import FunctionSpec, Param
+from fi_compat.model.specs import FunctionSpec, Param
 
-import fakes
-from fakes import loaded_files
+from helpers import fakes
+from helpers.fakes import loaded_files
 
 FILES = {
     "flashinfer/__init__.py": """\

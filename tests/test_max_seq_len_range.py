@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import fi_compat
-from fi_compat.testing.workload import make_inputs
+from fi_compat.workload.workload import make_inputs
 
 
 def _decode(function, max_seq_len: int, backend: str):

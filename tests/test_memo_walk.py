@@ -1,4 +1,4 @@
-"""fi_compat.memo_walk finds a memo however it is written: under a stack of
+"""fi_compat.counting.memo_walk finds a memo however it is written: under a stack of
 ``functools.wraps`` decorators, held by an instance or a closure, written by
 hand as a dict, or as a fi_compat proxy around flashinfer's cache.  Modules
 built here stand in for flashinfer's (the walk is handed them by name); the
@@ -10,7 +10,7 @@ import functools
 import time
 import types
 
-from fi_compat import memo_walk
+from fi_compat.counting import memo_walk
 
 
 def _module(name: str, source: str) -> types.ModuleType:

@@ -19,7 +19,7 @@ import pytest
 
 from fi_compat.commands.guard.census_env import install_overlay, probe_environment
 from fi_compat.commands.guard.check import GUARD_NOTHING, check_wheel
-from fi_compat.release_list import MATRIX_RELEASES, OLDER_CHECKED_RELEASES
+from fi_compat.model.release_list import MATRIX_RELEASES, OLDER_CHECKED_RELEASES
 
 CHILD = textwrap.dedent("""
     import json, logging, warnings
@@ -35,8 +35,8 @@ CHILD = textwrap.dedent("""
     root.addHandler(Keep())
     import fi_compat
     from fi_compat.errors import FiCompatWarning
-    from fi_compat.testing import cpu_host
-    from fi_compat.testing.workload import make_inputs, trtllm_call
+    from fi_compat.workload import cpu_host
+    from fi_compat.workload.workload import make_inputs, trtllm_call
 
     out = {}
     with warnings.catch_warnings(record=True) as caught:

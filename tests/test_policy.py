@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fi_compat.policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
+from fi_compat.calls.policy import MAX_SEQ_LEN_LIMIT, apply_max_seq_len_policy, check_max_seq_len
 
 pages = st.sampled_from([1, 16, 32, 64, 128])
 lengths = st.integers(min_value=1, max_value=1 << 22)

@@ -4,7 +4,7 @@ import logging
 import pytest
 from packaging.version import Version
 
-from fi_compat.release_detection import detect_release
+from fi_compat.model.release_detection import detect_release
 
 
 def synthetic(metadata=None, build=None, module=None):

@@ -1,7 +1,7 @@
 """The matrix release list against the bounded caches' verified ranges.
 
-``fi_compat.release_list.MATRIX_RELEASES`` is what ``nox -s matrix`` runs; a
-row's ``verified`` range in :data:`fi_compat.bounds.BOUNDS` is a claim that
+``fi_compat.model.release_list.MATRIX_RELEASES`` is what ``nox -s matrix`` runs; a
+row's ``verified`` range in :data:`fi_compat.verdict.bounds.BOUNDS` is a claim that
 the matrix ran (and passed) the releases in it.  Two ways for them to drift
 apart, each a failure:
 
@@ -21,8 +21,8 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from fi_compat.bounds import BOUNDS
-from fi_compat.release_list import MATRIX_RELEASES, PUBLISHED_RELEASES
+from fi_compat.verdict.bounds import BOUNDS
+from fi_compat.model.release_list import MATRIX_RELEASES, PUBLISHED_RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from fi_compat.release_list import CI_RELEASES, CI_SESSION_RELEASES, DEFAULT_RELEASE, MATRIX_RELEASES
+from fi_compat.model.release_list import CI_RELEASES, CI_SESSION_RELEASES, DEFAULT_RELEASE, MATRIX_RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +28,7 @@ def tree(tmp_path):
     shutil.copytree(ROOT / "fi_compat", tmp_path / "fi_compat", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "tests" / "matrix", tmp_path / "tests" / "matrix",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("tests/support.py", "tests/conftest.py", "scripts/measure_growth.py",
+    for name in ("tests/helpers/support.py", "tests/conftest.py", "scripts/measure_growth.py",
                  "scripts/run_release_suite.py", "pyproject.toml"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
@@ -44,14 +44,14 @@ def test_fingerprint_of_a_copy_equals_the_checkouts(common, tree):
 
 @pytest.mark.parametrize("edit, changes", [
     ("fi_compat/adapters/cached_config.py", "code"),
-    ("fi_compat/cache.py", "code"),
-    ("fi_compat/testing/__init__.py", "code"),  # the shim decides what the CPU matrix exercises
+    ("fi_compat/memo/cache.py", "code"),
+    ("fi_compat/workload/__init__.py", "code"),  # the shim decides what the CPU matrix exercises
     ("fi_compat/a_new_module.py", "code"),  # new modules are covered without a list to update
     ("tests/matrix/test_memoization.py", "suite"),
     ("scripts/measure_growth.py", "suite"),
     ("fi_compat/commands/soak.py", None),
     ("fi_compat/cli.py", None),
-    ("fi_compat/release_list.py", None),
+    ("fi_compat/model/release_list.py", None),
 ])
 def test_fingerprint_follows_what_a_result_depends_on(common, tree, edit, changes):
     before = common.fingerprint(tree / "fi_compat", tree)
@@ -63,7 +63,7 @@ def test_fingerprint_follows_what_a_result_depends_on(common, tree, edit, change
 
 def test_line_endings_do_not_change_the_fingerprint(common, tree):
     before = common.fingerprint(tree / "fi_compat", tree)
-    path = tree / "fi_compat" / "cache.py"
+    path = tree / "fi_compat" / "memo" / "cache.py"
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
     assert common.fingerprint(tree / "fi_compat", tree) == before
 
@@ -108,7 +108,7 @@ def left_out(common, module: str) -> bool:
 #: release), which check_results_fresh checks per release instead.
 IMPORTS_THAT_CANNOT_CHANGE_A_RESULT = {
     ("__init__.py", "diagnosis"), ("__init__.py", "diagnosis/doctor_report"),
-    ("judgement.py", "release_list"),
+    ("verdict/judgement.py", "model/release_list"),
 }
 
 
@@ -128,11 +128,11 @@ def test_the_import_scan_can_fail(common, tmp_path):
     package = tmp_path / "fi_compat"
     (package / "adapters").mkdir(parents=True)
     (package / "adapters" / "x.py").write_text(
-        "from ..commands.guard import index\nfrom .. import release_list\nimport fi_compat.cli\nfrom . import base\n"
+        "from ..commands.guard import index\nfrom ..model import release_list\nimport fi_compat.cli\nfrom . import base\n"
         "importlib.import_module('.commands.soak', 'fi_compat')\n")
     modules = imported_fi_compat_modules(package / "adapters" / "x.py", package)
     assert {m for m in modules if left_out(common, m)} == {"commands/guard/index", "commands/guard",
-                                                             "release_list", "cli", "commands/soak"}
+                                                             "model/release_list", "cli", "commands/soak"}
 
 
 # --------------------------------------------------------------------------- the check
@@ -274,7 +274,7 @@ def test_ci_runs_every_representative_release_once():
 
 
 def test_ci_spells_no_release_number():
-    """The set lives in fi_compat/release_list.py only."""
+    """The set lives in fi_compat/model/release_list.py only."""
     text = (ROOT / ".ci" / "run").read_text()
     assert not [r for r in MATRIX_RELEASES if r in text]
     assert "--ci" in text and "check_results_fresh.py" in text and "--release-gate" not in text
@@ -297,7 +297,7 @@ def test_longest_previous_run_goes_first(load, tmp_path, monkeypatch):
 def test_run_cpu_matrix_refuses_a_release_outside_the_matrix(load, capsys):
     with pytest.raises(SystemExit):
         load("run_cpu_matrix").main(["--releases", "0.6.15", "0.9.9"])
-    assert "not in fi_compat.release_list.MATRIX_RELEASES: 0.9.9" in capsys.readouterr().err
+    assert "not in fi_compat.model.release_list.MATRIX_RELEASES: 0.9.9" in capsys.readouterr().err
 
 
 def test_generator_shows_the_whole_matrix_time(load, tmp_path):

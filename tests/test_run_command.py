@@ -66,7 +66,7 @@ def existing_sitecustomize(tmp_path: Path) -> Path:
 
 def test_child_and_spawned_grandchild_are_installed_and_bounded(tmp_path, existing_sitecustomize):
     env = with_path_before(clean_environment(), existing_sitecustomize)
-    out = fi_compat_run([], [sys.executable, str(TESTS / "process_tree_child.py"), str(tmp_path)], env)
+    out = fi_compat_run([], [sys.executable, str(TESTS / "helpers" / "process_tree_child.py"), str(tmp_path)], env)
     assert out.returncode == 0, out.stderr
     child = json.loads((tmp_path / "child.json").read_text())
     grandchild = json.loads((tmp_path / "grandchild.json").read_text())
@@ -245,7 +245,7 @@ def test_transparent_mode_reaches_flashinfer_in_a_fresh_process():
     which installs with no fi_compat module imported beforehand: flashinfer's
     decode function, imported afterwards, is routed through the call API."""
     check = ("import json, sys, fi_compat\n"
-             "from fi_compat.testing import cpu_host\n"
+             "from fi_compat.workload import cpu_host\n"
              "with cpu_host():\n"
              "    import flashinfer.mla\n"
              "from fi_compat import transparent\n"

@@ -1,4 +1,4 @@
-"""``fi_compat.signatures.compare``: a function fits its spec, or each difference is named in words."""
+"""``fi_compat.model.signatures.compare``: a function fits its spec, or each difference is named in words."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import functools
 import pytest
 
 from fi_compat.lookup import describe_callable
-from fi_compat.signatures import compare
-from fi_compat.specs import TUNING_CONFIG
+from fi_compat.model.signatures import compare
+from fi_compat.model.specs import TUNING_CONFIG
 
 TAIL = "has_sparse_mla_top_k_lens=False, sparse_top_k_width=0, enable_dcp=False, cp_world=1, cp_rank=0"
 

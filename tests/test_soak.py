@@ -79,7 +79,7 @@ def test_memo_rows_give_the_second_half_miss_rate(soak_run):
     assert late > 0 and f"entries (bound {builder['maxsize']:,})" in row, row
     assert f"second half: {late_misses:,} misses in {late:,} lookups" in row, row  # readable alone
     assert f"% of {calls:,} decode calls" in row, row
-    # the memos' footprint is measured over all of them at once (fi_compat.cache.footprint)
+    # the memos' footprint is measured over all of them at once (fi_compat.memo.cache.footprint)
     assert timed["fi_compat_memo_bytes"] > 0
     assert rows[-1].startswith("all fi_compat memos: ") and "counted once" in rows[-1], rows[-1]
 
@@ -100,7 +100,7 @@ def test_report_paths_start_at_the_package(monkeypatch, tmp_path):
 GARBAGE_PASS = """
 import gc, json
 from fi_compat.commands import soak_worker
-from fi_compat.testing import workload
+from fi_compat.workload import workload
 
 call = soak_worker.Batches.call
 

@@ -1,5 +1,5 @@
 """Rules of the package's source: modules of one job (at most 350 lines), and
-flashinfer's function names spelled only in ``fi_compat/specs.py``."""
+flashinfer's function names spelled only in ``fi_compat/model/specs.py``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 
 import fi_compat
-from fi_compat import specs
+from fi_compat.model import specs
 
 PACKAGE = Path(fi_compat.__file__).resolve().parent
-SPECS = PACKAGE / "specs.py"
+SPECS = PACKAGE / "model" / "specs.py"
 MAX_LINES = 350
 
 
@@ -26,7 +26,7 @@ def test_no_module_is_over_350_lines():
 
 
 def flashinfer_names() -> set[str]:
-    """Every function name in :data:`fi_compat.specs.ALL` (a member also by its own name)."""
+    """Every function name in :data:`fi_compat.model.specs.ALL` (a member also by its own name)."""
     names = set()
     for spec in specs.ALL:
         names.add(spec.name)
@@ -76,8 +76,8 @@ def test_no_flashinfer_function_name_is_spelled_outside_specs():
 #: own module), release detection (runs at interpreter start: importing the
 #: lookup package there would cost its ``ast``/source modules on every start),
 #: and the proxies' pickling (the original's own module, whatever it is).
-SYS_MODULES_READERS = ("fi_compat/lookup/", "fi_compat/_sitecustomize/", "fi_compat/release_detection.py",
-                       "fi_compat/proxies.py")
+SYS_MODULES_READERS = ("fi_compat/lookup/", "fi_compat/_sitecustomize/", "fi_compat/model/release_detection.py",
+                       "fi_compat/memo/proxies.py")
 
 
 def sys_modules_lookups(source: str) -> list[int]:
@@ -104,7 +104,7 @@ def test_sys_modules_lookups_go_through_lookup():
     offending = []
     for path in sorted((root / "fi_compat").rglob("*.py")):
         relative = path.relative_to(root).as_posix()
-        if relative.startswith(("fi_compat/commands/", "fi_compat/testing/") + SYS_MODULES_READERS):
+        if relative.startswith(("fi_compat/commands/", "fi_compat/workload/") + SYS_MODULES_READERS):
             continue
         offending += [f"{relative}:{line}" for line in sys_modules_lookups(path.read_text(encoding="utf-8"))]
     assert offending == []

@@ -9,11 +9,11 @@ import pytest
 from packaging.version import Version
 
 from fi_compat.adapters.layout import ArgumentLayout
-from fi_compat.binding import Binding
+from fi_compat.calls.binding import Binding
 from fi_compat.errors import UnsupportedFeatureError
 from fi_compat.lookup import describe_callable
-from fi_compat.signatures import compare
-from fi_compat.specs import FunctionSpec, Param
+from fi_compat.model.signatures import compare
+from fi_compat.model.specs import FunctionSpec, Param
 
 BASE = FunctionSpec("flashinfer.fake", "scaled", (Param("a"), Param("b"), Param("s1", 1.0), Param("gain", 1.0)))
 RENAMED = BASE.renamed("gain", "scale", in_release="2.0")  # the one line a rename takes

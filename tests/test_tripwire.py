@@ -1,4 +1,4 @@
-"""fi_compat.tripwire on a fake release: a strict error raised into an import at start-up also
+"""fi_compat.installing.tripwire on a fake release: a strict error raised into an import at start-up also
 replaces flashinfer's decode function with a tripwire; the program's explicit ``uninstall()``
 takes it back ``is``-identically.  The process-ending half (exit status 1, the message) runs
 for real in tests/matrix/test_strict_startup.py; here ``end_strict_process`` is replaced by
@@ -13,11 +13,12 @@ import types
 import pytest
 
 import fi_compat
-from fi_compat import specs, startup_state
+from fi_compat.model import specs
+from fi_compat.installing import startup_state
 from fi_compat.errors import SignatureMismatchError, UnsupportedReleaseWarning
-from fi_compat.proxies import Tripwire
+from fi_compat.memo.proxies import Tripwire
 
-from fakes import DRIFTS, decode_args, loaded_release
+from helpers.fakes import DRIFTS, decode_args, loaded_release
 
 DRIFT = DRIFTS["tuning-config"]["renamed"]
 HOLDERS = ("flashinfer.mla", specs.CORE_MODULE)  # the fake's re-export and the home module

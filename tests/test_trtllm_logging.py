@@ -26,7 +26,7 @@ CHILD = textwrap.dedent("""
     if sys.argv[1] == "fi_compat-logger-info":
         logging.getLogger("fi_compat").setLevel(logging.INFO)
     import fi_compat
-    from fi_compat.testing import cpu_host
+    from fi_compat.workload import cpu_host
     with cpu_host():
         import flashinfer
         fi_compat.install()

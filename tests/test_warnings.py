@@ -21,7 +21,7 @@ from fi_compat.lookup import import_hooks
 
 from fi_compat.errors import FiCompatWarning, warn
 
-import errors_catalogue
+from helpers import errors_catalogue
 
 THIS_FILE = __file__.removesuffix("c")
 

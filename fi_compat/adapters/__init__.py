@@ -7,8 +7,8 @@
 * :mod:`.keys`: how a call becomes a key, and why each normalisation is safe;
 * :mod:`.strategies`: the key strategies the rows name, as data the memo reads.
 
-Which functions get which adapter is the table in :mod:`fi_compat.bounds`;
-the transparent decode mode is :mod:`fi_compat.transparent`.
+Which functions get which adapter is the table in :mod:`fi_compat.verdict.bounds`;
+the transparent decode mode is :mod:`fi_compat.calls.transparent`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The adapter contract: a :class:`Plan` of patches, applied all-or-nothing.
 
 An adapter is a function ``plan(...) -> Plan`` (``fi_compat.adapters.bounded_memo``
-for caches, ``fi_compat.transparent`` for the decode re-exports).  A plan says
+for caches, ``fi_compat.calls.transparent`` for the decode re-exports).  A plan says
 which module attributes to replace with which proxy; :meth:`Installation.apply`
 puts every plan of an install in place, or none of them: a failure part-way
 restores what was already replaced and re-raises, so flashinfer is never left
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import CellType
 from typing import Any, Callable, Optional
 
-from ..cache import BoundedCache
+from ..memo.cache import BoundedCache
 
 logger = logging.getLogger("fi_compat.adapters")
 
@@ -25,8 +25,8 @@ logger = logging.getLogger("fi_compat.adapters")
 class PatchStep:
     """Replace ``original`` with ``proxy`` at every ``(module, attribute)`` in ``targets``.
 
-    ``proxy``: a memo (:func:`fi_compat.proxies.memoized_function`, a plain
-    function) or transparent mode's :class:`~fi_compat.proxies.CallThrough`.
+    ``proxy``: a memo (:func:`fi_compat.memo.proxies.memoized_function`, a plain
+    function) or transparent mode's :class:`~fi_compat.memo.proxies.CallThrough`.
 
     ``targets`` lists every module attribute that held the original (a
     re-export, or a name a module imported early), so no caller keeps reaching it.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Optional, cast
 
-from .. import specs
+from ..model import specs
 from .sizer_keys import K_TILE, SEARCH_LOWEST_PROBE, cap_holds_at, lowest_probe, saturated_k_tiles
 
 _MAX_BATCH = "_TRTLLM_GEN_MLA_MAX_BATCH"

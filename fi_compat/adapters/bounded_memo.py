@@ -21,19 +21,37 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional
+from typing import Any, Callable, Hashable, Optional, Protocol
 
-from ..cache import BoundedCache
+from ..memo.cache import BoundedCache
 from ..lookup import NO_MEMO, Found
 from ..lookup.memo_site import find_cache
-from ..proxies import memoized_function
+from ..memo.proxies import memoized_function
 from .base import Plan, PatchStep
 from .batch_cap import batch_cap_of
 from .builder_entries import fast_entry
 from .keys import ArgumentLayout
+from .strategies import KeyStrategy
+from ..model.spec_model import FunctionSpec
 
-if TYPE_CHECKING:  # the rows import the strategies this module reads
-    from ..bounds import Bound
+
+class Row(Protocol):
+    """What :func:`plan` reads of a row: :class:`fi_compat.verdict.bounds.Bound` is one.  A
+    protocol, not the class, because the rows sit a layer above (they name this package's key
+    strategies), and nothing here may import them, not even for the type checker."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def spec(self) -> FunctionSpec: ...
+    @property
+    def strategy(self) -> KeyStrategy: ...
+    @property
+    def scale(self) -> int: ...
+    @property
+    def keep_identity(self) -> bool: ...
+    @property
+    def probes(self) -> bool: ...
 
 
 def _layout_of(
@@ -103,8 +121,8 @@ def _probing(compute: Callable[[tuple, dict, Any], Any]) -> Callable[[tuple, dic
     return compute_probing
 
 
-def plan(bound: "Bound", found: Found, cache_size: int) -> Plan:
-    """The plan that puts ``found`` (one row of :data:`fi_compat.bounds.BOUNDS`) behind a bounded memo.
+def plan(bound: Row, found: Found, cache_size: int) -> Plan:
+    """The plan that puts ``found`` (one row of :data:`fi_compat.verdict.bounds.BOUNDS`) behind a bounded memo.
 
     Cost: one ``inspect.signature``; nothing of flashinfer's runs.
     """

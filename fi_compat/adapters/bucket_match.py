@@ -28,7 +28,7 @@ import threading
 from operator import add, getitem
 from typing import Any, Callable, Hashable, Optional
 
-from ..cache import MISSING
+from ..memo.cache import MISSING
 from .keys import closure_value
 from .layout import ArgumentLayout
 
@@ -213,7 +213,7 @@ def entry(
     fallback: Callable[[tuple[Any, ...], dict[str, Any]], Any],
     cache_size: int,
 ) -> Callable[..., Any]:
-    """The memo's proxy factory (:func:`fi_compat.proxies.memoized_function`'s
+    """The memo's proxy factory (:func:`fi_compat.memo.proxies.memoized_function`'s
     ``entry``) for either search: keys with :class:`Reads`, computes a miss
     with ``target`` (flashinfer's uncached function) on the masked shapes, and
     answers each call with :meth:`Answer.for_call`.  ``cache_size``: fi_compat's

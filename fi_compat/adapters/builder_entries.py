@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Optional
 
-from ..cache import MISSING
+from ..memo.cache import MISSING
 from .keys import builder_key_of
 
 Entry = Callable[..., Any]

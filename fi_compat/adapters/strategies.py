@@ -1,4 +1,4 @@
-"""Key strategies: how each row of :data:`fi_compat.bounds.BOUNDS` keys its calls, by name.
+"""Key strategies: how each row of :data:`fi_compat.verdict.bounds.BOUNDS` keys its calls, by name.
 
 A row names its strategy (``Bound(..., key="builder")``); the strategy is plain
 data: the key factory from :mod:`fi_compat.adapters.keys`, the argument

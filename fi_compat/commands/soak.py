@@ -71,7 +71,7 @@ def _batch_range(text: str) -> tuple[int, int]:
 
 
 def register(subparsers: Any) -> None:
-    from ..testing.workload import BACKENDS, DISTRIBUTIONS, LAYOUTS
+    from ..workload.workload import BACKENDS, DISTRIBUTIONS, LAYOUTS
 
     parser = subparsers.add_parser(
         "soak",
@@ -162,7 +162,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import config
-    from ..testing import workload
+    from ..workload import workload
 
     distribution, steps = args.distribution, args.steps
     if args.distinct is not None:

@@ -30,7 +30,7 @@ def _unbounded_flashinfer_entries(result: dict[str, Any]) -> int:
 
 def census_growth(result: dict[str, Any]) -> list[str]:
     """Every cache the census saw grow during the pass, largest gain first."""
-    from ..census import CacheCount, grown
+    from ..counting.census import CacheCount, grown
 
     def counts(raw: dict[str, Any]) -> dict[str, Any]:
         return {name: CacheCount(**entry) for name, entry in raw.items()}
@@ -160,7 +160,7 @@ def report_text(timed: dict[str, dict[str, Any]], traced: dict[str, dict[str, An
         sites = result.get("memory_sites")
         if sites is None:
             continue
-        # fi_compat.memory_census: what grows per distinct length and nothing bounds
+        # fi_compat.counting.memory_census: what grows per distinct length and nothing bounds
         if not sites:
             lines.append(f"grows per distinct length, {variant} (census by memory): nothing")
         lines.extend(

@@ -11,8 +11,8 @@ process would find them filled):
 
 Each pass drives the real MLA decode host path (argument checks, tuning-config
 builder, ``AutoTuner.choose_one``, runner, launch recorded by the CPU shim)
-with one engine's call from :mod:`fi_compat.testing.workload`, and takes the
-census of flashinfer's and fi_compat's caches (:mod:`fi_compat.census`)
+with one engine's call from :mod:`fi_compat.workload.workload`, and takes the
+census of flashinfer's and fi_compat's caches (:mod:`fi_compat.counting.census`)
 before and after.
 
 Cost: a few seconds to import flashinfer, then about 0.1-0.3 ms per batch
@@ -64,7 +64,7 @@ class Batches:
     buffer (SGLang's width changes with the batch)."""
 
     def __init__(self, torch: Any, layout: str, context: int, high: int, lengths: list[int], mode: str = "q1") -> None:
-        from ..testing import cuda_flagged, workload
+        from ..workload import cuda_flagged, workload
 
         self.torch, self.layout, self.mode = torch, layout, mode
         # DCP's global KV lengths, flagged as CUDA for flashinfer's check, one
@@ -98,7 +98,7 @@ class Batches:
         self.tables = torch.zeros(high * per_row, dtype=torch.int32)
 
     def inputs(self, batch: int, max_seq_len: int) -> Any:
-        from ..testing import workload
+        from ..workload import workload
 
         width = workload.sglang_width(max_seq_len, PAGE_SIZE) if self.layout == "sglang" else self.full_width
         shape = (batch, 2, width) if self.layout == "trtllm" else (batch, width)
@@ -115,7 +115,7 @@ class Batches:
     def call(self, decode: Any, inputs: Any, max_seq_len: int, backend: Optional[str]) -> Any:
         """One engine's call for this batch; under DCP, vLLM's: backend cute-dsl,
         the rank's ``ceil(max_seq_len / world)`` and the DCP keywords."""
-        from ..testing import workload
+        from ..workload import workload
 
         if self.mode == "dcp":
             dcp = workload.Dcp(DCP_WORLD, 0, self.global_lengths[inputs.batch])
@@ -138,21 +138,21 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
 
     import torch
 
-    import fi_compat
-    from .. import census, memory_census
-    from ..testing import cpu_host, workload
+    from .. import public  # the public functions, as fi_compat's facade gives them
+    from ..counting import census, memory_census
+    from ..workload import cpu_host, workload
 
     lengths, sizes = options["lengths"], options["batch_sizes"]
     layout, backend = options["layout"], options["backend"]
     if variant == "fi_compat":
-        fi_compat.install(cache_size=options["cache_size"], max_seq_len_policy=options["policy"])
+        public.install(cache_size=options["cache_size"], max_seq_len_policy=options["policy"])
     with cpu_host() as host:
         import flashinfer
         import flashinfer.mla
 
         decode = flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
         if variant == "fi_compat" and options["call_api"]:
-            decode = fi_compat.mla_decode
+            decode = public.mla_decode
         if options.get("mode") == "dcp" and "enable_dcp" not in workload.accepted(decode):
             raise SystemExit(
                 f"soak: flashinfer {flashinfer.__version__} has no decode context parallelism "
@@ -177,7 +177,7 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
         gc.collect()
         if traced:
             tracemalloc.start()
-            # the census by memory (fi_compat.memory_census): fi_compat's caches are left as they are,
+            # the census by memory (fi_compat.counting.memory_census): fi_compat's caches are left as they are,
             # the halves being long enough for its bounds to fill before the second
             points = [memory_census.take_point(clear=False)]
         # what the census points taken inside the traced stretch hold (a snapshot of
@@ -213,7 +213,7 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
                     half_used = held - traced_start - own
                     points.append(memory_census.take_point(clear=False))
                     own += tracemalloc.get_traced_memory()[0] - held
-                half_caches = fi_compat.status(walk=False)["caches"] if variant == "fi_compat" else None
+                half_caches = public.status(walk=False)["caches"] if variant == "fi_compat" else None
             if (step + 1) % every == 0 or step + 1 == total:
                 used = (
                     (tracemalloc.get_traced_memory()[0] - traced_start - own)
@@ -237,11 +237,11 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
             tracemalloc.stop()
         after = census.take()
         launches = host.recorder.total
-        state = fi_compat.status(walk=False)
+        state = public.status(walk=False)
         memo_bytes = None
         if variant == "fi_compat" and not traced:  # measured untraced, after the batches
-            from ..cache import footprint
-            from ..installer import snapshot
+            from ..memo.cache import footprint
+            from ..installing.installer import snapshot
 
             installation = snapshot().installation
             memo_bytes = None if installation is None else footprint(installation.caches.values())

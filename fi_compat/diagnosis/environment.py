@@ -9,9 +9,9 @@ import sys
 from typing import Any, Optional
 
 from .._version import __version__
-from ..release_detection import detect_release, package_directories
+from ..model.release_detection import detect_release, package_directories
 from ..lookup.modules import loaded
-from ..specs import CORE_MODULE, PACKAGE
+from ..model.specs import CORE_MODULE, PACKAGE
 
 TORCH_KEYS = ("installed", "version", "cuda_build", "device", "device_name", "capability", "error")
 FLASHINFER_KEYS = (
@@ -88,7 +88,7 @@ def import_flashinfer(cpu_shim: bool = False) -> Optional[str]:
     before = set(sys.modules)
     try:
         if cpu_shim:
-            from ..testing import cpu_host
+            from ..workload import cpu_host
 
             with cpu_host():
                 importlib.import_module(CORE_MODULE)

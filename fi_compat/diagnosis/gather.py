@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..judgement import PARTIAL, UNSUPPORTED, UNVERIFIED
+from ..verdict.judgement import PARTIAL, UNSUPPORTED, UNVERIFIED
 from .environment import (
     NOT_ATTEMPTED,
     NOT_IMPORTED_HERE,
@@ -42,7 +42,7 @@ def gather(
     """The report as a JSON-ready dict (keys: :data:`TOP_LEVEL_KEYS`).
 
     ``import_flashinfer``: import ``flashinfer.mla`` when it is not imported
-    yet (``--cpu-shim``: under :func:`fi_compat.testing.cpu_host`).
+    yet (``--cpu-shim``: under :func:`fi_compat.workload.cpu_host`).
     ``install``: run :func:`fi_compat.install` here first.  ``in_process``:
     report on this process as it is, importing nothing (not torch, not
     flashinfer) and installing nothing.  Never raises for a missing or broken
@@ -51,7 +51,7 @@ def gather(
     per row; docs/doctor.md); reading the source instead parses the modules
     fi_compat looks in.
     """
-    from .. import installer
+    from ..installing import installer
 
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,

@@ -11,7 +11,8 @@ import importlib.util
 import sys
 from typing import Any
 
-from .. import census, config, memory_census
+from ..counting import census, memory_census
+from .. import config
 
 INSTALLED_KEYS = ("state", "outcome", "patched", "waiting_for", "error", "notes")
 TRTLLM_KEYS = ("present", "position", "checked_in", "tensorrt_llm_imported", "tensorrt_llm_installed", "note")
@@ -73,14 +74,14 @@ def trtllm_section(state: dict[str, Any], *, flashinfer_imported: bool, in_proce
 
 def census_section(state: dict[str, Any], *, flashinfer_imported: bool) -> dict[str, Any]:
     """flashinfer's unbounded ``functools`` caches now loaded, largest first
-    (:func:`fi_compat.census.take`), fi_compat's own, and every flashinfer
+    (:func:`fi_compat.counting.census.take`), fi_compat's own, and every flashinfer
     cache that fi_compat bounds yet holds entries: something reached it
     behind fi_compat's proxy.  Cost: one pass over the loaded flashinfer modules."""
     section: dict[str, Any] = dict.fromkeys(CENSUS_KEYS)
     section.update(taken=False, flashinfer_unbounded=[], fi_compat=[], grown_behind_fi_compat=[], walked=None)
     if not flashinfer_imported:
         return section
-    # the second eye (fi_compat.memo_walk): caches under decorators, held by instances or
+    # the second eye (fi_compat.counting.memo_walk): caches under decorators, held by instances or
     # closures, or bounded far above fi_compat's bound, which census.take cannot see
     size = state.get("settings", {}).get("cache_size", {}).get("value") or config.DEFAULT_CACHE_SIZE
     section["walked"] = memory_census.walk_report(cache_size=int(size))

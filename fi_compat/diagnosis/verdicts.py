@@ -1,7 +1,7 @@
 """Doctor sections about what fi_compat makes of flashinfer: the verdict on
 every bounded cache and the call API's decode signature.
 
-Both come from :func:`fi_compat.judgement.judge_release`, the function
+Both come from :func:`fi_compat.verdict.judgement.judge_release`, the function
 :func:`fi_compat.install` and ``fi-compat guard`` call, through the lookup
 ``install()`` uses (:func:`fi_compat.lookup.runtime_lookup`: the live function
 where its module is imported, the package's source for modules not loaded
@@ -15,10 +15,10 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ..bounds import BOUNDS
-from ..judgement import ReleaseVerdict, decide, judge_release
+from ..verdict.bounds import BOUNDS
+from ..verdict.judgement import ReleaseVerdict, decide, judge_release
 from ..lookup import DirectoryReader, Lookup, module_loaded, runtime_lookup, source_lookup
-from ..specs import DECODE
+from ..model.specs import DECODE
 
 ROW_KEYS = (
     "name",
@@ -73,7 +73,7 @@ def _checked_on(module: str, checked_on: Optional[str]) -> Optional[str]:
 def bounds_section(
     judged: Optional[ReleaseVerdict], checked_on: Optional[str], state: dict[str, Any]
 ) -> dict[str, Any]:
-    """Every row of :data:`fi_compat.bounds.BOUNDS`: the verdict now, and what
+    """Every row of :data:`fi_compat.verdict.bounds.BOUNDS`: the verdict now, and what
     is installed for it in this process (``status()["bounds"]``)."""
     installed = {row["name"]: row for row in state.get("bounds", [])}
     rows = []
@@ -113,7 +113,7 @@ def bounds_section(
 def call_api_section(
     judged: Optional[ReleaseVerdict], lookup: Optional[Lookup], checked_on: Optional[str]
 ) -> dict[str, Any]:
-    """The decode signature against :data:`fi_compat.specs.DECODE` (what ``mla_decode`` maps onto)."""
+    """The decode signature against :data:`fi_compat.model.specs.DECODE` (what ``mla_decode`` maps onto)."""
     section: dict[str, Any] = dict.fromkeys(CALL_API_KEYS)
     section.update(function=DECODE.qualname, expected=DECODE.expected_text())
     if judged is None or lookup is None:

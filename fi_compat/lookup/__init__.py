@@ -1,6 +1,6 @@
 """Finding flashinfer's functions: one set of rules for the runtime, doctor and the guard.
 
-A function described in :mod:`fi_compat.specs` is looked for in one of two places:
+A function described in :mod:`fi_compat.model.specs` is looked for in one of two places:
 
 * **live** (:func:`find_live`): the modules already imported in this process;
   nothing is imported.  Used by :func:`fi_compat.install` and ``fi-compat doctor``.
@@ -37,7 +37,7 @@ from typing import Callable, Optional
 
 from packaging.version import Version
 
-from ..specs import FunctionSpec
+from ..model.specs import FunctionSpec
 from .live import aliases_of, describe_callable, find_live, module_loaded
 from .model import (
     BOUNDED,

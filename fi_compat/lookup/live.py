@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any, Iterator, Optional
 
 from .import_hooks import importing_elsewhere
-from ..signatures import (
+from ..model.signatures import (
     KEYWORD_ONLY,
     POSITIONAL_ONLY,
     POSITIONAL_OR_KEYWORD,
@@ -17,7 +17,7 @@ from ..signatures import (
     FoundFunction,
     FoundParam,
 )
-from ..specs import FunctionSpec, homes
+from ..model.specs import FunctionSpec, homes
 from .memo_site import CacheSite, find_cache
 from .model import NO_MEMO, PACKAGE, Found, foreign_memo, memo_of_object
 

@@ -6,7 +6,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..signatures import FoundFunction
+from ..model.signatures import FoundFunction
 from .memo_site import CacheSite, find_cache
 from .source_names import NO_NAMES, ModuleNames, is_unknown
 

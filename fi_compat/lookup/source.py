@@ -7,7 +7,7 @@ import os
 from dataclasses import replace
 from typing import Callable, Iterable, Iterator, Optional, Protocol
 
-from ..signatures import (
+from ..model.signatures import (
     KEYWORD_ONLY,
     POSITIONAL_ONLY,
     POSITIONAL_OR_KEYWORD,
@@ -16,7 +16,7 @@ from ..signatures import (
     FoundFunction,
     FoundParam,
 )
-from ..specs import FunctionSpec, homes
+from ..model.specs import FunctionSpec, homes
 from .model import NO_MEMO, PACKAGE, Found, memo_of_decorator
 from .source_names import NO_NAMES, ModuleNames, module_names
 

@@ -16,7 +16,7 @@ def fi_cpu_host() -> Iterator[Any]:
     """The CPU-host shim for the whole session (flashinfer cannot be un-imported).
     Skips the test when torch or flashinfer is not installed."""
     pytest.importorskip("torch")
-    from . import cpu_host
+    from ..workload import cpu_host
 
     try:
         manager = cpu_host()

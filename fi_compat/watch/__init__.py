@@ -88,8 +88,8 @@ from typing import Any, Callable, Optional
 from ..adapters.base import Plan, PatchStep
 from ..lookup import import_hooks
 from ..lookup.modules import every_loaded, loaded
-from ..proxies import FiCompatProxy, _Switch
-from ..specs import CORE_MODULE, DECODE
+from ..memo.proxies import FiCompatProxy, _Switch
+from ..model.specs import CORE_MODULE, DECODE
 from .bounding import bounding_plan as bounding_plan
 from .bounding import holders as holders
 from .records import (

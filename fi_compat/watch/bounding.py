@@ -10,11 +10,11 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterator, Optional
 
-from .. import memo_walk
+from ..counting import memo_walk
 from ..adapters.base import Plan, PatchStep
-from ..cache import BoundedCache
+from ..memo.cache import BoundedCache
 from ..lookup.modules import loaded, loaded_names
-from ..proxies import memoized_function
+from ..memo.proxies import memoized_function
 from .records import Finding
 
 

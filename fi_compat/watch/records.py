@@ -14,9 +14,10 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
-from .. import config, memo_walk
+from .. import config
+from ..counting import memo_walk
 from ..errors import UnboundedGrowthWarning, warn
-from ..proxies import is_fi_compat_proxy
+from ..memo.proxies import is_fi_compat_proxy
 
 logger = logging.getLogger("fi_compat.watch")
 

@@ -11,9 +11,9 @@ import types
 from collections import deque
 from typing import Any, Callable, Iterator
 
-from .. import memo_walk
+from ..counting import memo_walk
 from ..lookup.modules import loaded, loaded_names
-from ..specs import CORE_MODULE
+from ..model.specs import CORE_MODULE
 from .records import (
     FUNCTOOLS,
     MAX_REWALK_S,

@@ -181,7 +181,7 @@ if matrix_platform() == "gpu":
         """GPU matrix: flashinfer on the real CUDA device, only the trtllm-gen
         kernel-module loader stubbed (no torch or capability shim)."""
         pytest.importorskip("torch")
-        from fi_compat.testing.hosts import flashinfer_host
+        from fi_compat.workload.hosts import flashinfer_host
 
         with flashinfer_host("cuda") as host:
             yield host
@@ -193,7 +193,7 @@ if matrix_platform() == "gpu":
 @pytest.fixture(scope="session")
 def release() -> Any:
     """The installed flashinfer release (``packaging.version.Version``)."""
-    from fi_compat.release_detection import detect_release
+    from fi_compat.model.release_detection import detect_release
 
     version = detect_release().version
     if version is None:
@@ -206,7 +206,7 @@ def core(fi_cpu_host: Any) -> Any:
     """``flashinfer.mla._core`` of the installed release (imported under the host shim)."""
     import importlib
 
-    from fi_compat.specs import CORE_MODULE
+    from fi_compat.model.specs import CORE_MODULE
 
     return importlib.import_module(CORE_MODULE)
 
@@ -216,7 +216,7 @@ def decode_function(fi_cpu_host: Any) -> Any:
     """The public decode function as an engine imports it (``flashinfer.mla.X``)."""
     import flashinfer.mla
 
-    from fi_compat.specs import DECODE
+    from fi_compat.model.specs import DECODE
 
     return getattr(flashinfer.mla, DECODE.name)
 
@@ -272,8 +272,8 @@ def fork_server() -> Iterator[Any]:
         pytest.skip("needs os.fork")
     from pathlib import Path
 
-    from drift_runner import ForkServer
-    from support import environ_without_fi_compat_settings
+    from helpers.drift_runner import ForkServer
+    from helpers.support import environ_without_fi_compat_settings
 
     here = Path(__file__).resolve().parent
     with ForkServer(paths=(str(here.parent.parent), str(here.parent), str(here)),
@@ -298,9 +298,9 @@ def matrix_report() -> Iterator[list[dict[str, Any]]]:
 @pytest.fixture(scope="module")
 def mismatched(tmp_path_factory: Any) -> Any:
     """A release built from the installed wheel with the tuning-config builder's
-    parameters swapped (tests/drift.py's "builder-swap"): one that strict mode
+    parameters swapped (tests/helpers/drift.py's "builder-swap"): one that strict mode
     refuses.  Skips where the release has no such builder."""
-    import drift
+    from helpers import drift
 
     try:
         return drift.build_site(drift.EDITS_BY_NAME["builder-swap"], tmp_path_factory.mktemp("builder-swap"))

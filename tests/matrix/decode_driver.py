@@ -2,7 +2,7 @@
 
 Used by ``test_census_bounds.py``, ``test_autotuner.py`` and the subprocess of
 ``test_moved_and_reexported.py`` (so it is a plain module, not a fixture).
-Shapes and the engines' calls come from :mod:`fi_compat.testing.workload`;
+Shapes and the engines' calls come from :mod:`fi_compat.workload.workload`;
 this adds what varies per batch and the query-length modes:
 
 ``q1``       one query token per request;
@@ -33,7 +33,7 @@ import random
 from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional
 
-from fi_compat.testing import cuda_flagged, workload
+from fi_compat.workload import cuda_flagged, workload
 
 MODES = ("q1", "mtp", "varq", "sparse", "dcp", "modular")
 PAGE_SIZE = 64
@@ -110,7 +110,7 @@ def flashinfer_caches() -> list[Any]:
     proxy stands in front of it."""
     import sys
 
-    from fi_compat.proxies import is_fi_compat_proxy
+    from fi_compat.memo.proxies import is_fi_compat_proxy
 
     found: dict[int, Any] = {}
     for name, module in list(sys.modules.items()):

@@ -1,4 +1,4 @@
-"""What runs inside a forked child on one synthetic release (tests/drift.py):
+"""What runs inside a forked child on one synthetic release (tests/helpers/drift.py):
 the call API's engine call forms, observed where flashinfer receives them.
 
 Not a test module: tests/matrix/test_drift_catalogue.py sends these
@@ -20,10 +20,10 @@ import sys
 import warnings
 from typing import Any, Callable
 
-from fi_compat.specs import DECODE, TUNING_CONFIG_BUILDER
-from fi_compat.testing.builder import builder_arguments
+from fi_compat.model.specs import DECODE, TUNING_CONFIG_BUILDER
+from fi_compat.workload.builder import builder_arguments
 
-from support import decode_inputs, entry_arguments, launch_scales
+from helpers.support import decode_inputs, entry_arguments, launch_scales
 
 BMM1, BMM2 = 0.125, 0.5  # distinct from each other and from every default
 
@@ -142,7 +142,7 @@ def _decode_round(fi_compat: Any, core: Any, host: Any, torch: Any, start: int) 
 
 
 def _builder_round(fi_compat: Any, core: Any, torch: Any, start: int) -> dict:
-    from drift import RENAMED_BUILDER
+    from helpers.drift import RENAMED_BUILDER
 
     target = _flashinfer_function(core, TUNING_CONFIG_BUILDER.name) or _flashinfer_function(core, RENAMED_BUILDER)
     results = {}
@@ -176,7 +176,7 @@ def _transparent_round(fi_compat: Any, core: Any, host: Any, torch: Any) -> dict
     the *installed* signature (positional in its order, keywords after)."""
     import flashinfer.mla
 
-    from fi_compat import transparent
+    from fi_compat.calls import transparent
 
     fi_compat.install(transparent=True)
     state = fi_compat.status()["state"]
@@ -216,7 +216,7 @@ def check_release(strict_refusal: bool = True) -> dict:
     import torch
 
     import fi_compat
-    from fi_compat.testing import cpu_host
+    from fi_compat.workload import cpu_host
 
     with warnings.catch_warnings(record=True) as caught, cpu_host() as host:
         warnings.simplefilter("always")
@@ -259,8 +259,8 @@ def install_warnings() -> dict:
     refuses the release), then ``install()`` again after it: where each
     warning points."""
     import fi_compat
-    from fi_compat import installer
-    from fi_compat.testing import cpu_host
+    from fi_compat.installing import installer
+    from fi_compat.workload import cpu_host
 
     found = {}
     with warnings.catch_warnings(record=True) as caught:

@@ -1,6 +1,6 @@
-"""What runs inside a forked child on one synthetic release (tests/drift.py)
+"""What runs inside a forked child on one synthetic release (tests/helpers/drift.py)
 for tests/matrix/test_drift_declared.py: the decode spec changed by the one
-line a maintainer would add to fi_compat/specs.py (``DECODE.renamed(...)`` or
+line a maintainer would add to fi_compat/model/specs.py (``DECODE.renamed(...)`` or
 ``DECODE.removed(...)``), then ``mla_decode`` called and the runtime verdict
 read.  Not a test module.
 
@@ -15,16 +15,16 @@ import inspect
 import warnings
 from typing import Any, Optional
 
-from fi_compat.specs import DECODE
+from fi_compat.model.specs import DECODE
 
-from support import decode_inputs, entry_arguments, launch_scales
+from helpers.support import decode_inputs, entry_arguments, launch_scales
 
 BMM1, BMM2 = 0.125, 0.5  # distinct from each other and from every default
 
 
 def declare(change: Optional[list]) -> None:
     """Apply ``[method, *arguments]`` (``["renamed", old, new, release]``,
-    ``["removed", name, release]``) to :data:`fi_compat.specs.DECODE` in place."""
+    ``["removed", name, release]``) to :data:`fi_compat.model.specs.DECODE` in place."""
     if change is None:
         return
     method, *arguments = change
@@ -55,11 +55,11 @@ def check_declared(change: Optional[list], scale_name: str, sinks: bool = False)
     import torch
 
     import fi_compat
-    from fi_compat.judgement import judge_release
+    from fi_compat.verdict.judgement import judge_release
     from fi_compat.diagnosis import gather
     from fi_compat.lookup import runtime_lookup
-    from fi_compat.release_detection import detect_release
-    from fi_compat.testing import cpu_host
+    from fi_compat.model.release_detection import detect_release
+    from fi_compat.workload import cpu_host
 
     report: dict = {"names": list(DECODE.names)}
     with warnings.catch_warnings(record=True) as caught, cpu_host() as host:

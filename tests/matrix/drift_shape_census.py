@@ -1,7 +1,7 @@
 """Child-side checks of tests/matrix/test_drift_shapes.py: the guard's census
 (both eyes: the functools census and the census by memory) over chosen
 (layout, backend, query mode) combinations, in a forked child with one
-synthetic release first on ``sys.path`` (tests/drift_runner.py)."""
+synthetic release first on ``sys.path`` (tests/helpers/drift_runner.py)."""
 
 from __future__ import annotations
 
@@ -37,10 +37,10 @@ def _size_at(module_name: str, attributes: str) -> Optional[int]:
 
 
 def _not_walked(walked: dict) -> list[str]:
-    """Caches the functools census (fi_compat.census) sees that the walk does not: must be none."""
+    """Caches the functools census (fi_compat.counting.census) sees that the walk does not: must be none."""
     import sys
 
-    from fi_compat import census, memory_census
+    from fi_compat.counting import census, memory_census
 
     ids = {id(memory_census._resolve(path)) for path, memo in walked.items() if memo.kind == "functools"}
     missing = []
@@ -61,10 +61,10 @@ def census_report(combos: Optional[list[list[str]]] = None, lengths: int = 64,
     import torch
 
     import fi_compat
-    from fi_compat import memo_walk
+    from fi_compat.counting import memo_walk
     from fi_compat.commands.guard import census_check, census_probe
-    from fi_compat.specs import DECODE
-    from fi_compat.testing import cpu_host
+    from fi_compat.model.specs import DECODE
+    from fi_compat.workload import cpu_host
 
     fi_compat.install()
     results, refused = [], []

@@ -1,11 +1,11 @@
 """SGLang's and vLLM's decode batches, replayed on the installed real release.
 
 Written from the facts of their published code (docs/integration/sglang.md and
-vllm.md cite file, line and commit of each), through :mod:`fi_compat.testing.workload`:
+vllm.md cite file, line and commit of each), through :mod:`fi_compat.workload.workload`:
 
 ``sglang``
     per batch: the batch's maximum length, a block-table width padded from it
-    (:func:`~fi_compat.testing.workload.sglang_width`), backend omitted
+    (:func:`~fi_compat.workload.workload.sglang_width`), backend omitted
     (``auto``, with the counter buffer) or ``cute-dsl``; one batch in
     :data:`VERIFY_EVERY` is a target-verify batch with 2-4 draft tokens
     (q_len = drafts, max_seq_len = maximum + 2 x drafts, width padded from
@@ -21,7 +21,7 @@ Per-batch maxima are uniform in [1, :data:`CONTEXT`] and batch sizes in
 not seen.  Inputs are views of buffers allocated once (:class:`Buffers`), so
 the replay's own tensors never count as growth.
 
-A launch is compared as ``tests/support.py``'s ``launch_signature`` reads it
+A launch is compared as ``tests/helpers/support.py``'s ``launch_signature`` reads it
 (tensors by shape, dtype and stride; scalars by value; CuTe-DSL scalars by
 their repr), plus the kernel's name, ``max_seq_len`` and the keywords.
 """
@@ -35,11 +35,11 @@ import types
 from array import array
 from typing import Any, Callable, Optional
 
-from fi_compat.testing import growth
-from fi_compat.specs import DECODE
-from fi_compat.testing import cuda_flagged, workload
+from fi_compat.workload import growth
+from fi_compat.model.specs import DECODE
+from fi_compat.workload import cuda_flagged, workload
 
-from support import launch_signature
+from helpers.support import launch_signature
 
 CONTEXT = 131_072
 PAGE_SIZE = 64

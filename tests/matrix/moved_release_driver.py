@@ -22,9 +22,9 @@ def main(out: str, lengths: int) -> int:
     import torch
 
     import fi_compat
-    from fi_compat import census
-    from fi_compat.testing import cpu_host
-    from fi_compat.testing.workload import DEFAULT_BACKEND
+    from fi_compat.counting import census
+    from fi_compat.workload import cpu_host
+    from fi_compat.workload.workload import DEFAULT_BACKEND
 
     import decode_driver
 
@@ -32,7 +32,7 @@ def main(out: str, lengths: int) -> int:
     with cpu_host() as host:
         import flashinfer.mla
 
-        from fi_compat.specs import DECODE
+        from fi_compat.model.specs import DECODE
 
         report["flashinfer_file"] = flashinfer.__file__
         host.recorder.launches = __import__("collections").deque(maxlen=2)

@@ -156,7 +156,7 @@ class Runner:
         elif event == "workaround":
             self.import_flashinfer()
             core = sys.modules[CORE]
-            from support import trtllm_style_memo  # tests/ is on PYTHONPATH (test_orders.py)
+            from helpers.support import trtllm_style_memo  # tests/ is on PYTHONPATH (test_orders.py)
 
             self.workaround = trtllm_style_memo(getattr(core, BUILDER))
             setattr(core, BUILDER, self.workaround)
@@ -177,7 +177,7 @@ def flashinfer_modules() -> list[tuple[str, ModuleType]]:
 def originals() -> dict[tuple[str, str], Any]:
     """Every flashinfer attribute right after the import, with any fi_compat
     proxy the post-import hook already put in place replaced by its original."""
-    from fi_compat.proxies import is_fi_compat_proxy
+    from fi_compat.memo.proxies import is_fi_compat_proxy
 
     snapshot = {}
     for name, module in flashinfer_modules():
@@ -191,7 +191,7 @@ def originals() -> dict[tuple[str, str], Any]:
 
 def member_owners() -> set[str]:
     """``module.Class`` (where defined) of every row that patches a class member."""
-    from fi_compat.bounds import BOUNDS
+    from fi_compat.verdict.bounds import BOUNDS
 
     owners = set()
     for bound in BOUNDS:
@@ -205,7 +205,7 @@ def member_owners() -> set[str]:
 def proxy_locations(classes: Optional[set[str]] = None) -> list[str]:
     """Every module attribute of flashinfer that holds a fi_compat proxy, and
     every class member (of the classes named in ``classes``, or all: 30 ms)."""
-    from fi_compat.proxies import is_fi_compat_proxy
+    from fi_compat.memo.proxies import is_fi_compat_proxy
 
     found = []
     for name, module in flashinfer_modules():
@@ -221,9 +221,9 @@ def proxy_locations(classes: Optional[set[str]] = None) -> list[str]:
 
 def check(model: Model, runner: Runner, step: str) -> None:
     import fi_compat
-    from fi_compat import installer
-    from fi_compat.bounds import by_name
-    from fi_compat.proxies import is_fi_compat_proxy
+    from fi_compat.installing import installer
+    from fi_compat.verdict.bounds import by_name
+    from fi_compat.memo.proxies import is_fi_compat_proxy
 
     def expect(condition: bool, what: str) -> None:
         if not condition:
@@ -281,8 +281,8 @@ def check(model: Model, runner: Runner, step: str) -> None:
 def call_builder_and_decode(runner: Runner, step: str) -> None:
     import torch
 
-    from fi_compat.specs import DECODE
-    from fi_compat.testing import builder, workload
+    from fi_compat.model.specs import DECODE
+    from fi_compat.workload import builder, workload
 
     core = sys.modules[CORE]
     config = getattr(core, BUILDER)(**builder.builder_arguments(tables=(1, 64), max_seq_len=300))
@@ -401,9 +401,9 @@ def main(out_dir: str) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from fi_compat.release_detection import detect_release
-    from fi_compat.specs import TUNING_CONFIG
-    from fi_compat.testing import CpuHost
+    from fi_compat.model.release_detection import detect_release
+    from fi_compat.model.specs import TUNING_CONFIG
+    from fi_compat.workload import CpuHost
 
     import fi_compat  # noqa: F401  (imported once, before every fork)
 

@@ -43,16 +43,18 @@ WATCHDOG_S = 60.0
 
 
 def lazy_modules() -> list[str]:
-    from fi_compat import bounds
+    from fi_compat.verdict import bounds
 
     return sorted({b.spec.module for b in bounds.BOUNDS if b.spec.module.startswith("flashinfer.cute_dsl")})
 
 
 def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
     import fi_compat
-    from fi_compat.testing import workload
-    from fi_compat import judgement, lookup, specs
-    from fi_compat.installer import snapshot
+    from fi_compat.workload import workload
+    from fi_compat.verdict import judgement
+    from fi_compat import lookup
+    from fi_compat.model import specs
+    from fi_compat.installing.installer import snapshot
 
     modules = lazy_modules()
     barrier = threading.Barrier(IMPORTERS + 2)
@@ -213,13 +215,13 @@ def main() -> None:
                         help="shift of the delay sweep, 0-1: drivers side by side meet other interleavings")
     options = parser.parse_args()
     rounds = options.rounds
-    from fi_compat.testing import cpu_host
+    from fi_compat.workload import cpu_host
 
     with cpu_host():
         import torch
         import flashinfer.mla
-        from fi_compat import specs
-        from fi_compat.testing import workload
+        from fi_compat.model import specs
+        from fi_compat.workload import workload
 
         decode = getattr(flashinfer.mla, specs.DECODE.name)
         inputs = workload.make_inputs(torch, "vllm", page_size=64, width=512)

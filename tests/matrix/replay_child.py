@@ -30,8 +30,8 @@ def main() -> None:
 
     state_at_start = fi_compat.status()["state"]
 
-    from fi_compat import census
-    from fi_compat.testing import cpu_host
+    from fi_compat.counting import census
+    from fi_compat.workload import cpu_host
 
     import engine_replay as er
 

@@ -37,10 +37,10 @@ def functools_cache_under(obj: Any) -> Any:
 
 def main() -> None:
     shape, out = sys.argv[1], sys.argv[2]
-    import drift_shapes
+    from helpers import drift_shapes
     import fi_compat
-    from fi_compat import specs
-    from fi_compat.testing import cpu_host, workload
+    from fi_compat.model import specs
+    from fi_compat.workload import cpu_host, workload
 
     records: list[str] = []
 

@@ -19,9 +19,9 @@ import time
 import pytest
 
 import fi_compat
-from fi_compat.testing.builder import builder_arguments
-from fi_compat import census
-from fi_compat.specs import NEAREST_PROFILE, TUNING_CONFIG_BUILDER
+from fi_compat.workload.builder import builder_arguments
+from fi_compat.counting import census
+from fi_compat.model.specs import NEAREST_PROFILE, TUNING_CONFIG_BUILDER
 
 import decode_driver
 

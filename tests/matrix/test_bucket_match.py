@@ -25,9 +25,9 @@ from packaging.version import Version
 
 import fi_compat
 from fi_compat.adapters import keys
-from fi_compat.testing.builder import builder_arguments
+from fi_compat.workload.builder import builder_arguments
 
-from support import installed_release
+from helpers.support import installed_release
 
 torch = pytest.importorskip("torch")
 

@@ -13,10 +13,10 @@ import inspect
 import pytest
 
 import fi_compat
-from fi_compat import installer
+from fi_compat.installing import installer
 from fi_compat.adapters import keys
 from fi_compat.adapters.builder_entries import fast_entry
-from fi_compat.testing import workload
+from fi_compat.workload import workload
 
 torch = pytest.importorskip("torch")
 

@@ -16,13 +16,13 @@ import pytest
 from packaging.version import Version
 
 import fi_compat
-from fi_compat.testing.growth import traced
-from fi_compat.testing.builder import builder_arguments
+from fi_compat.workload.growth import traced
+from fi_compat.workload.builder import builder_arguments
 from fi_compat.errors import UnsupportedFeatureError
-from fi_compat.policy import apply_max_seq_len_policy
-from fi_compat.specs import DECODE
+from fi_compat.calls.policy import apply_max_seq_len_policy
+from fi_compat.model.specs import DECODE
 
-from support import decode_inputs, installed_release, launch_signature, trtllm_call
+from helpers.support import decode_inputs, installed_release, launch_signature, trtllm_call
 
 torch = pytest.importorskip("torch")
 DECODE_KEYWORD_ADDED_IN = DECODE.added_in_map()
@@ -162,7 +162,7 @@ def test_gating_on_releases_older_than_the_keyword(decode, fi_launches, keyword)
     assert keyword in message and added_in in message and str(release) in message
     assert fi_launches.launches == type(fi_launches.launches)(maxlen=fi_launches.launches.maxlen)
     # at its default the keyword is dropped and the call goes through
-    from fi_compat.call_api import DECODE_DEFAULTS
+    from fi_compat.calls.call_api import DECODE_DEFAULTS
 
     fi_compat.mla_decode(*_positional(tensors), backend="trtllm-gen", is_var_seq=True,
                          uses_shared_paged_kv_idx=False, **{keyword: DECODE_DEFAULTS[keyword]})

@@ -14,11 +14,11 @@ import pytest
 from packaging.version import Version
 
 import fi_compat
-from fi_compat.testing.builder import builder_arguments
+from fi_compat.workload.builder import builder_arguments
 from fi_compat.errors import UnsupportedFeatureError
-from fi_compat.specs import DECODE, TUNING_CONFIG_BUILDER
+from fi_compat.model.specs import DECODE, TUNING_CONFIG_BUILDER
 
-from support import (decode_inputs, describe_error, entry_arguments, flashinfer_refusal, installed_release,
+from helpers.support import (decode_inputs, describe_error, entry_arguments, flashinfer_refusal, installed_release,
                      launch_scales, sglang_call, trtllm_call, vllm_call)
 
 torch = pytest.importorskip("torch")

@@ -2,7 +2,7 @@
 
 A flashinfer refactor that calls a cached function by keyword instead of by
 position must not slip past fi_compat into flashinfer's unbounded cache.  For
-every row of :data:`fi_compat.bounds.BOUNDS` the installed release binds, the
+every row of :data:`fi_compat.verdict.bounds.BOUNDS` the installed release binds, the
 test takes real arguments -- recorded from the real decode host path where it
 reaches the function, drawn by parameter name where it does not -- and calls
 the installed function three ways.  The first call must miss, the other two
@@ -21,12 +21,12 @@ from typing import Any, Optional
 import pytest
 
 import fi_compat
-from fi_compat import installer
-from fi_compat.bounds import BOUNDS, by_name
+from fi_compat.installing import installer
+from fi_compat.verdict.bounds import BOUNDS, by_name
 from fi_compat.lookup import aliases_of
 
 import decode_driver
-from support import describe_error, flashinfer_refusal
+from helpers.support import describe_error, flashinfer_refusal
 
 torch = pytest.importorskip("torch")
 

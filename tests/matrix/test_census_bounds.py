@@ -4,7 +4,7 @@ For every (layout, backend, query mode) the release accepts, the real MLA
 decode host path runs thousands of distinct max_seq_len values with varying
 batch sizes (and, for SGLang, block-table widths), first without fi_compat and
 then with it.  The evidence is flashinfer's own caches, counted by
-:func:`fi_compat.census.take`, and tracemalloc; never fi_compat's statistics.
+:func:`fi_compat.counting.census.take`, and tracemalloc; never fi_compat's statistics.
 
 Design, for CI's budget (``FI_COMPAT_MATRIX_LENGTHS``, fixture ``fi_matrix_lengths``:
 2,000 distinct lengths by default, more for a longer run, and never fewer than
@@ -50,14 +50,14 @@ from typing import Any
 import pytest
 
 import fi_compat
-from fi_compat.testing import growth
-from fi_compat import census
-from fi_compat.bounds import by_name
-from fi_compat.specs import NEAREST_PROFILE, NEAREST_PROFILE_CACHED, TUNING_CONFIG
+from fi_compat.workload import growth
+from fi_compat.counting import census
+from fi_compat.verdict.bounds import by_name
+from fi_compat.model.specs import NEAREST_PROFILE, NEAREST_PROFILE_CACHED, TUNING_CONFIG
 
 import decode_driver
 from decode_driver import Driver
-from support import describe_error, flashinfer_refusal
+from helpers.support import describe_error, flashinfer_refusal
 
 torch = pytest.importorskip("torch")
 

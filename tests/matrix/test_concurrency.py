@@ -42,12 +42,12 @@ import time
 import pytest
 
 import fi_compat
-from fi_compat.testing import builder
-from fi_compat import installer
-from fi_compat.cache import BoundedCache
-from fi_compat.proxies import is_memo
+from fi_compat.workload import builder
+from fi_compat.installing import installer
+from fi_compat.memo.cache import BoundedCache
+from fi_compat.memo.proxies import is_memo
 
-from fi_compat.testing import workload
+from fi_compat.workload import workload
 
 torch = pytest.importorskip("torch")
 

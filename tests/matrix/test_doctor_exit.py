@@ -3,7 +3,7 @@ that runs it fails on what it reports (exit codes: docs/doctor.md, beside the
 guard's in docs/guard.md).
 
 On a release where the builder was renamed (the real wheel edited in the test,
-tests/drift.py) ``doctor --cpu-shim --install`` prints ``installed (partial)``
+tests/helpers/drift.py) ``doctor --cpu-shim --install`` prints ``installed (partial)``
 and the missing row, and exits 1; before, it exited 0.  On the real release
 with nothing wrong it exits 0.  Each runs the doctor as a user does, in its own
 process.  Tens of seconds.
@@ -22,7 +22,7 @@ pytest.importorskip("torch")
 if importlib.util.find_spec("flashinfer") is None:
     pytest.skip("needs flashinfer-python", allow_module_level=True)
 
-import drift  # noqa: E402
+from helpers import drift  # noqa: E402
 
 
 def doctor(*paths: str) -> subprocess.CompletedProcess:

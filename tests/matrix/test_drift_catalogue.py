@@ -1,5 +1,5 @@
 """The drift catalogue: synthetic releases built from the installed real
-release, one source edit each (tests/drift.py), run through ``mla_decode``
+release, one source edit each (tests/helpers/drift.py), run through ``mla_decode``
 and ``build_mla_decode_tuning_config`` with TensorRT-LLM's positional call,
 vLLM's and SGLang's keyword calls and mixed calls, under the CPU shim.
 
@@ -12,7 +12,7 @@ refused ``install(strict=True)`` (which must not be undone behind the
 caller's back: there every call raises the refusal's typed error, issue 39).
 
 Each release runs in a child forked from one server that has torch loaded
-(tests/drift_runner.py; the run's ``fork_server`` fixture, shared with
+(tests/helpers/drift_runner.py; the run's ``fork_server`` fixture, shared with
 test_moved_and_reexported.py); the whole catalogue takes about 30-60 s on one core.
 """
 
@@ -23,9 +23,9 @@ import zipfile
 
 import pytest
 
-import drift
-from drift import EDITS, CORE_FILE
-from drift_runner import ForkServer
+from helpers import drift
+from helpers.drift import EDITS, CORE_FILE
+from helpers.drift_runner import ForkServer
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -182,7 +182,7 @@ def test_wheel_of_a_synthetic_release(core_text, tmp_path_factory):
     """What the guard reads: METADATA with the synthetic version and the edited
     core module, found by the guard's own wheel reader."""
     from fi_compat.commands.guard.wheel import WheelSources, lookup_for
-    from fi_compat.specs import DECODE
+    from fi_compat.model.specs import DECODE
 
     synthetic = release(drift.EDITS_BY_NAME["decode-swap-scales"], core_text, tmp_path_factory)
     path = drift.build_wheel(synthetic, tmp_path_factory.mktemp("wheel"))

@@ -1,6 +1,6 @@
-"""A rename or removal of a decode parameter is one line in fi_compat/specs.py.
+"""A rename or removal of a decode parameter is one line in fi_compat/model/specs.py.
 
-Two synthetic releases of the drift catalogue (tests/drift.py: the real wheel
+Two synthetic releases of the drift catalogue (tests/helpers/drift.py: the real wheel
 with one source edit): ``decode-rename-bmm2`` (``bmm2_scale`` becomes
 ``output_scale``) and ``decode-remove-sinks``.  Without a declaration the
 catalogue's behaviour stays (the rename: UnsupportedFeatureError for a passed
@@ -21,8 +21,8 @@ import os
 import pytest
 from packaging.version import Version
 
-import drift
-from drift import CORE_FILE
+from helpers import drift
+from helpers.drift import CORE_FILE
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -49,7 +49,7 @@ def synthetic(name: str, core_text: str, tmp_path_factory) -> drift.SyntheticRel
 
 def guard_verdict(release: drift.SyntheticRelease, tmp_path_factory):
     """The guard's decode verdict on the release's wheel, with the spec as it is now."""
-    from fi_compat.judgement import judge_release
+    from fi_compat.verdict.judgement import judge_release
     from fi_compat.commands.guard.wheel import WheelSources, lookup_for
 
     path = drift.build_wheel(release, tmp_path_factory.mktemp("wheel"))
@@ -59,7 +59,7 @@ def guard_verdict(release: drift.SyntheticRelease, tmp_path_factory):
 
 def declare_here(monkeypatch, change: list) -> None:
     """The same one line, in this process, undone after the test."""
-    from fi_compat.specs import DECODE
+    from fi_compat.model.specs import DECODE
 
     method, *arguments = change
     monkeypatch.setitem(DECODE.__dict__, "params", getattr(DECODE, method)(*arguments).params)

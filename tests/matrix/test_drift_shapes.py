@@ -1,6 +1,6 @@
-"""Issue #22's shapes (tests/drift_shapes.py), each a real release with one
+"""Issue #22's shapes (tests/helpers/drift_shapes.py), each a real release with one
 small edit, through the guard's census: the functools census and the census
-by memory (fi_compat.memo_walk, fi_compat.memory_census) over the query modes
+by memory (fi_compat.counting.memo_walk, fi_compat.counting.memory_census) over the query modes
 that reach the shape's cache, fi_compat installed.
 
 For each shape the child also reads the ground truth: how many entries the
@@ -20,9 +20,9 @@ import os
 
 import pytest
 
-import drift
-import drift_shapes
-from drift_shapes import GROWS_AT, SHAPES
+from helpers import drift
+from helpers import drift_shapes
+from helpers.drift_shapes import GROWS_AT, SHAPES
 
 drift_shapes.skip_unless_on_a_shape_base()
 

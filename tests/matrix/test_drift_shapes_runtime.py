@@ -1,4 +1,4 @@
-"""Issue 22, the runtime's part: each "Why" shape of tests/drift_shapes.py, built
+"""Issue 22, the runtime's part: each "Why" shape of tests/helpers/drift_shapes.py, built
 from the real wheel on ``sys.path``, run as an engine runs it.
 
 * a decorator stacked over the cache (config memo, and the lazily imported
@@ -28,12 +28,12 @@ import pytest
 if importlib.util.find_spec("flashinfer") is None:  # find, not import: it needs the shim
     pytest.skip("needs flashinfer-python", allow_module_level=True)
 
-import drift_shapes  # noqa: E402
+from helpers import drift_shapes  # noqa: E402
 
 drift_shapes.skip_unless_on_a_shape_base()
 from packaging.version import Version  # noqa: E402
 
-from fi_compat import bounds, judgement  # noqa: E402
+from fi_compat.verdict import bounds, judgement  # noqa: E402
 from fi_compat.lookup import DirectoryReader, source_lookup  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

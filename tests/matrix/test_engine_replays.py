@@ -33,10 +33,10 @@ import pytest
 from packaging.version import Version
 
 import fi_compat
-from fi_compat import census
+from fi_compat.counting import census
 
 import engine_replay as er
-from support import describe_error, flashinfer_refusal, installed_release
+from helpers.support import describe_error, flashinfer_refusal, installed_release
 
 torch = pytest.importorskip("torch")
 

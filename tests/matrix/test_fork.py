@@ -25,10 +25,11 @@ import traceback
 import pytest
 
 import fi_compat
-from fi_compat import call_api as decode, installer
-from fi_compat.testing import cpu_host, workload
+from fi_compat.calls import call_api as decode
+from fi_compat.installing import installer
+from fi_compat.workload import cpu_host, workload
 
-from support import build_meta_config
+from helpers.support import build_meta_config
 
 torch = pytest.importorskip("torch")
 pytestmark = [

@@ -30,9 +30,9 @@ from typing import Any, Callable
 import pytest
 
 import fi_compat
-from fi_compat import specs
-from fi_compat.bounds import BOUNDS
-from fi_compat.testing.builder import builder_arguments
+from fi_compat.model import specs
+from fi_compat.verdict.bounds import BOUNDS
+from fi_compat.workload.builder import builder_arguments
 
 torch = pytest.importorskip("torch")
 

@@ -16,7 +16,7 @@ import inspect
 import math
 
 import pytest
-from fi_compat.testing.builder import builder_arguments
+from fi_compat.workload.builder import builder_arguments
 
 pytestmark = pytest.mark.gpu
 
@@ -148,7 +148,7 @@ def test_decode_host_path_records_launch(cuda_inputs, fi_launches, fresh_fi_comp
 
 
 def test_decode_many_max_seq_len_stays_bounded(cuda_inputs, fi_launches, fresh_fi_compat):
-    from fi_compat import census
+    from fi_compat.counting import census
 
     fresh_fi_compat.install(cache_size=16)
     before = census.take()

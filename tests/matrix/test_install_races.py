@@ -19,7 +19,7 @@ import json
 
 import pytest
 
-import drift_shapes
+from helpers import drift_shapes
 import race_stress
 
 pytest.importorskip("torch")

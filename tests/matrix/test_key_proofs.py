@@ -1,4 +1,4 @@
-"""Each key normalisation of fi_compat.bounds.BOUNDS, proven against the real function.
+"""Each key normalisation of fi_compat.verdict.bounds.BOUNDS, proven against the real function.
 
 * the tuning-config builder: configs handed out by fi_compat's memo (and the
   tuning-config memo below it) against flashinfer's own builder, on 2,000
@@ -31,9 +31,14 @@ from fi_compat.adapters.keys import SEARCH_LOWEST_PROBE, k_tile_ceiling, profile
 from fi_compat.adapters.layout import ArgumentLayout
 from fi_compat.adapters.sizer_keys import K_TILE, cap_holds_at, saturated_k_tiles
 from fi_compat.adapters.split_counts import STEADY_SPLIT_CAP, split_count_key
-from fi_compat.testing.builder import builder_arguments
-from fi_compat.specs import (CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV, CUTE_DSL_SPLIT_KV_RUBIN_MTP, TUNING_CONFIG,
-                             TUNING_CONFIG_BUILDER)
+from fi_compat.workload.builder import builder_arguments
+from fi_compat.model.specs import (
+    CUTE_DSL_BATCH_CAP,
+    CUTE_DSL_SPLIT_KV,
+    CUTE_DSL_SPLIT_KV_RUBIN_MTP,
+    TUNING_CONFIG,
+    TUNING_CONFIG_BUILDER,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -197,7 +202,7 @@ def test_builder_memo_around_tensorrt_llms_memo_hands_out_flashinfers_configs(co
     max_seq_len) before user code runs; fi_compat then memoizes around it, and
     its configs must still be flashinfer's with the profile moved down the ladder
     (never above the caller's max_seq_len, which profiling runs with)."""
-    from support import trtllm_style_memo
+    from helpers.support import trtllm_style_memo
 
     sets = argument_sets(core, fi_device)[:SAMPLES // 4]
     alone = [fingerprint(builder(core)(**arguments)) for arguments in sets]

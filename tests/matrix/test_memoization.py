@@ -22,10 +22,10 @@ from types import ModuleType
 import pytest
 
 import fi_compat
-from fi_compat.testing.builder import builder_arguments
-from fi_compat import census
-from fi_compat.bounds import BOUNDS
-from fi_compat.specs import CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV, TUNING_CONFIG, TUNING_CONFIG_BUILDER
+from fi_compat.workload.builder import builder_arguments
+from fi_compat.counting import census
+from fi_compat.verdict.bounds import BOUNDS
+from fi_compat.model.specs import CUTE_DSL_BATCH_CAP, CUTE_DSL_SPLIT_KV, TUNING_CONFIG, TUNING_CONFIG_BUILDER
 
 torch = pytest.importorskip("torch")
 

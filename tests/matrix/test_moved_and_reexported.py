@@ -33,9 +33,9 @@ from pathlib import Path
 
 import pytest
 
-from fi_compat.specs import TUNING_CONFIG, TUNING_CONFIG_BUILDER
+from fi_compat.model.specs import TUNING_CONFIG, TUNING_CONFIG_BUILDER
 
-from support import environ_without_fi_compat_settings
+from helpers.support import environ_without_fi_compat_settings
 
 pytest.importorskip("torch")
 if importlib.util.find_spec("flashinfer") is None:  # find, not import: it needs the shim

@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 import fi_compat
-from fi_compat.specs import DECODE, TUNING_CONFIG, TUNING_CONFIG_BUILDER
+from fi_compat.model.specs import DECODE, TUNING_CONFIG, TUNING_CONFIG_BUILDER
 
 pytest.importorskip("torch")
 

@@ -3,7 +3,7 @@ kernel launch on the real release, or is refused: by fi_compat's call where the
 release lacks the mode's parameter, or by flashinfer itself (0.6.14-0.6.15.post1's
 cute-dsl refuses ``cum_seq_lens_q``), which the guard reports as a note.
 
-``fi_compat.testing.modes`` builds each mode's call (a ragged query with
+``fi_compat.workload.modes`` builds each mode's call (a ragged query with
 ``cum_seq_lens_q``, a sparse table, DCP's keywords, ...).  A census that drives
 a call flashinfer refuses would count nothing and pass: this checks, per
 (layout, backend, mode) the probe drives, that the call is one flashinfer
@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 
 from fi_compat.commands.guard.census_probe import ENGINE_BACKENDS, EXTRA_MODES
-from support import describe_error, flashinfer_refusal
-from fi_compat.testing import modes, workload
+from helpers.support import describe_error, flashinfer_refusal
+from fi_compat.workload import modes, workload
 
 torch = pytest.importorskip("torch")
 

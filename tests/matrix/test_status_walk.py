@@ -1,6 +1,6 @@
 """Issue 22: ``status()`` names every flashinfer memo that nothing bounds and that
 holds entries, however flashinfer writes it, on the real release: the walk
-(``fi_compat.memory_census.walk_report``) sees a cache under a stack of
+(``fi_compat.counting.memory_census.walk_report``) sees a cache under a stack of
 decorators and one held by an instance, and none of the caches fi_compat
 bounds; ``install()`` returns the state without the walk.
 
@@ -77,7 +77,7 @@ def test_status_names_unbounded_memos_wherever_they_sit(planted, decode_function
 def test_no_cache_fi_compat_bounds_is_named(fi_cpu_host, decode_function, quiet_launches):
     """No false alarm: a row fi_compat bounds is behind its proxy, so the walk
     never reports flashinfer's own cache there, however many calls went through."""
-    from fi_compat.testing import builder
+    from fi_compat.workload import builder
 
     state = fi_compat.install()
     try:

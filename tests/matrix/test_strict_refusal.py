@@ -9,7 +9,7 @@ flashinfer with no error and no warning.
 Both ways a strict install meets the release: after ``import flashinfer``
 (``install()`` raises) and before it (the import raises).  The release is the
 real wheel with the builder's ``q_len`` and ``num_heads`` swapped
-(tests/drift.py), run in a child process under the CPU-host shim.  Seconds.
+(tests/helpers/drift.py), run in a child process under the CPU-host shim.  Seconds.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ if importlib.util.find_spec("flashinfer") is None:
 PROGRAM = """
 import sys, torch, fi_compat
 from fi_compat.errors import SignatureMismatchError
-from fi_compat.testing import CpuHost, workload
-from fi_compat.testing.builder import builder_arguments
+from fi_compat.workload import CpuHost, workload
+from fi_compat.workload.builder import builder_arguments
 
 INSTALL_FIRST = sys.argv[1] == "before-import"
 

@@ -5,12 +5,12 @@ about.  Before #22 the hook logged one ERROR, uninstalled everything and kept
 the error for a fi_compat call an unchanged engine never makes: exit status 0.
 
 A program that catches that error (an optional backend) and goes on is stopped at its first MLA
-decode call, status 1, the typed error on stderr (fi_compat.tripwire); before, it imported
+decode call, status 1, the typed error on stderr (fi_compat.installing.tripwire); before, it imported
 flashinfer again and served with every cache unbounded, exit status 0.
 
 Run as a user runs it: the ``fi-compat`` console script (the entry point pip
 writes, ``fi_compat.cli:main``) with ``run [--strict] -- python -c ...`` against
-a synthetic release (tests/drift.py: the real wheel on ``sys.path`` with the
+a synthetic release (tests/helpers/drift.py: the real wheel on ``sys.path`` with the
 builder's ``q_len`` and ``num_heads`` swapped).  The program imports flashinfer
 the way this machine can: under fi_compat's CPU-host shim.
 """
@@ -34,7 +34,7 @@ if importlib.util.find_spec("flashinfer") is None:  # find, not import: it needs
 HERE = Path(__file__).resolve().parent
 PROGRAM = (
     "import json, fi_compat\n"
-    "from fi_compat.testing import cpu_host\n"
+    "from fi_compat.workload import cpu_host\n"
     "with cpu_host():\n"
     "    import flashinfer\n"
     "    print('SERVING ' + json.dumps({r['name']: [r['verdict'], bool(r['patched'])]"
@@ -45,7 +45,7 @@ SWALLOWING = (
     # goes on.  The CPU-host shim in steps: torch's CUDA answers before the import, flashinfer's
     # loader stub (a launch is recorded, not run) after it
     "import torch\n"
-    "from fi_compat.testing import CpuHost, workload\n"
+    "from fi_compat.workload import CpuHost, workload\n"
     "host = CpuHost()\n"
     "host.patch_torch()\n"
     "try:\n"

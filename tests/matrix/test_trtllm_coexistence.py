@@ -28,13 +28,13 @@ import pytest
 from packaging.version import Version
 
 import fi_compat
-from fi_compat.testing.growth import traced
-from fi_compat.testing.builder import builder_arguments
-from fi_compat import census
-from fi_compat.testing import workload
+from fi_compat.workload.growth import traced
+from fi_compat.workload.builder import builder_arguments
+from fi_compat.counting import census
+from fi_compat.workload import workload
 
-import trtllm_fake
-from support import installed_release
+from helpers import trtllm_fake
+from helpers.support import installed_release
 
 
 @pytest.fixture(autouse=True)

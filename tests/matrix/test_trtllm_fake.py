@@ -1,4 +1,4 @@
-"""The TensorRT-LLM fake (``tests/trtllm_fake.py``) holds to the facts of the real workaround.
+"""The TensorRT-LLM fake (``tests/helpers/trtllm_fake.py``) holds to the facts of the real workaround.
 
 Each test checks one fact read in TensorRT-LLM's source (05412d19 / 9eabd2df) or
 measured by running it against the real wheels; where the release decides,
@@ -13,9 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import trtllm_fake
-from support import installed_release
-from fi_compat.testing.builder import builder_arguments
+from helpers import trtllm_fake
+from helpers.support import installed_release
+from fi_compat.workload.builder import builder_arguments
 
 torch = pytest.importorskip("torch")
 

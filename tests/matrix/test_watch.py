@@ -1,7 +1,7 @@
 """The runtime watch against memory measured in the same run, on releases edited from the real wheel.
 
 Each case is the real flashinfer (0.7.4 or newer) with ONE edit
-(tests/watch_releases.py): a memo written by hand (instance dict, module set,
+(tests/helpers/watch_releases.py): a memo written by hand (instance dict, module set,
 closure dict, thread-local dict, per-call list, a ``functools.cache`` only
 lengths past 131,072 reach), the tuning functions moved into
 ``flashinfer/mla/_batch_mla/`` as flashinfer's redesign moves them, moved and
@@ -32,14 +32,14 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from support import environ_without_fi_compat_settings
+from helpers.support import environ_without_fi_compat_settings
 
 pytest.importorskip("torch")
 if importlib.util.find_spec("flashinfer") is None:  # find, not import: it needs the shim
     pytest.skip("needs flashinfer-python", allow_module_level=True)
 
-import drift  # noqa: E402
-import watch_releases  # noqa: E402
+from helpers import drift  # noqa: E402
+from helpers import watch_releases  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LENGTHS = 1500

@@ -35,10 +35,10 @@ def main(out: str, edit: str, lengths: int) -> int:
 
     import fi_compat
     from fi_compat import watch
-    from fi_compat.testing import cpu_host
-    from fi_compat.testing import workload
+    from fi_compat.workload import cpu_host
+    from fi_compat.workload import workload
 
-    import watch_releases
+    from helpers import watch_releases
 
     expected = watch_releases.EXPECTED[edit]
     report: dict = {"edit": edit}
@@ -47,7 +47,7 @@ def main(out: str, edit: str, lengths: int) -> int:
         import flashinfer.mla
         import flashinfer.mla._core as core
 
-        from fi_compat.specs import DECODE
+        from fi_compat.model.specs import DECODE
 
         host.recorder.launches = __import__("collections").deque(maxlen=2)
         report["flashinfer_file"] = flashinfer.__file__
@@ -109,10 +109,10 @@ def strict(out: str, edit: str, lengths: int) -> int:
     import torch
 
     import fi_compat
-    from fi_compat.testing import cpu_host
-    from fi_compat.testing import workload
+    from fi_compat.workload import cpu_host
+    from fi_compat.workload import workload
 
-    import watch_releases
+    from helpers import watch_releases
 
     expected = watch_releases.EXPECTED[edit]
     report: dict = {"edit": edit}
@@ -121,7 +121,7 @@ def strict(out: str, edit: str, lengths: int) -> int:
         import flashinfer.mla
         import flashinfer.mla._core as core
 
-        from fi_compat.specs import DECODE
+        from fi_compat.model.specs import DECODE
 
         host.recorder.launches = __import__("collections").deque(maxlen=2)
         os.environ["FI_COMPAT_WATCH"] = "bound"

@@ -21,7 +21,7 @@ import sys
 import zipfile
 from typing import Any, Iterable, Iterator, Optional
 
-from ...release_detection import build_meta_version
+from ...model.release_detection import build_meta_version
 from .scan import (
     PER_REQUEST_PATTERNS,
     Finding,

@@ -4,11 +4,11 @@ The static scan only says a cache *could* grow per request.  This module runs
 a short decode workload on the installed flashinfer (under the CPU-host shim
 when there is no CUDA device, real kernels otherwise) and counts every
 ``functools`` cache of the loaded flashinfer modules before and after it
-(:func:`fi_compat.census.take`): per flagged function the entries it gained,
+(:func:`fi_compat.counting.census.take`): per flagged function the entries it gained,
 and every other cache that grew too, flagged or not.
 
 The workload is the MLA decode host path a serving loop drives, in
-TensorRT-LLM's call (:mod:`fi_compat.testing.workload`): ``backend="trtllm-gen"``
+TensorRT-LLM's call (:mod:`fi_compat.workload.workload`): ``backend="trtllm-gen"``
 and a ``max_seq_len`` that changes every call, as its ``max_past_kv_length``
 does.  Nothing is patched; flashinfer stays imported.
 """
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional
 
-from ... import census
+from ...counting import census
 from .scan import Finding
 
 #: Default workload: distinct max_seq_len values, one decode call each.
@@ -66,7 +66,7 @@ def _host() -> Iterator[str]:
 
         yield "cuda"
         return
-    from ...testing import cpu_host
+    from ...workload import cpu_host
 
     with cpu_host():
         yield "cpu-shim"
@@ -74,7 +74,7 @@ def _host() -> Iterator[str]:
 
 def decode_workload(steps: int = DEFAULT_STEPS, *, layout: str = "trtllm", batch: int = 4) -> dict[str, Any]:
     """Call the public MLA decode ``steps`` times, each with a new ``max_seq_len``,
-    as the ``layout`` engine calls it (:func:`fi_compat.testing.workload.call`).
+    as the ``layout`` engine calls it (:func:`fi_compat.workload.workload.call`).
 
     Needs flashinfer imported (see :func:`_host`).  Lengths sweep the block
     table's capacity (``WIDTH * PAGE_SIZE``); more steps than that repeat none.
@@ -82,8 +82,8 @@ def decode_workload(steps: int = DEFAULT_STEPS, *, layout: str = "trtllm", batch
     import torch
     import flashinfer.mla as mla
 
-    from ...specs import DECODE
-    from ...testing import workload
+    from ...model.specs import DECODE
+    from ...workload import workload
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     inputs = workload.make_inputs(

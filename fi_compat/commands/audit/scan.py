@@ -25,7 +25,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional
 
-from ...release_detection import package_directories
+from ...model.release_detection import package_directories
 from ...lookup import unbounded_memo_decorator
 
 # --------------------------------------------------------------------------- what looks per-request

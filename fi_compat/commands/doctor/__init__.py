@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--cpu-shim",
         action="store_true",
-        help="import flashinfer under fi_compat.testing.cpu_host() (CPU-only CI): live "
+        help="import flashinfer under fi_compat.workload.cpu_host() (CPU-only CI): live "
         "verdicts and the census on a host without a GPU",
     )
     parser.set_defaults(func=run)

@@ -4,7 +4,7 @@
 reads requirement, pyproject and lock files (:mod:`.pins`), turns each flashinfer-python
 requirement into releases (:mod:`.index`), gets each release's wheel
 (:mod:`.fetch`), reads the decode module's source from the wheel in memory
-(:mod:`.wheel`) and asks the runtime's own :func:`fi_compat.judgement.judge_release`
+(:mod:`.wheel`) and asks the runtime's own :func:`fi_compat.verdict.judgement.judge_release`
 what fi_compat would do with it (:mod:`.check`).  :mod:`.report` prints the table or JSON; :mod:`.cli` wires
 it together.  Nothing here imports torch or flashinfer, and the static check
 executes no flashinfer code: signatures come from :mod:`ast`.
@@ -17,4 +17,4 @@ engine layout there under the CPU-host shim with fi_compat installed, and
 
 from __future__ import annotations
 
-from ...specs import DISTRIBUTION as DISTRIBUTION  # defined once, in the spec
+from ...model.specs import DISTRIBUTION as DISTRIBUTION  # defined once, in the spec

@@ -10,13 +10,13 @@ engine's call, distinct ``max_seq_len`` up to 1M in two halves -- and reads
 its report: :func:`leaks` (what keeps growing), :func:`what_is_bounded` (what
 fi_compat bounded, what flashinfer bounds), the engine calls the release
 refused.  :meth:`CensusResult.measured` hands that to
-:func:`fi_compat.judgement.decide`, which gives the verdict.
+:func:`fi_compat.verdict.judgement.decide`, which gives the verdict.
 
 A flashinfer functools cache **grows per distinct length** when, in the second
 half of a call's soak, it gains at least :data:`PER_LENGTH` entries per new
 distinct length (one per four), unless it is bounded (:func:`bounded_upstream`:
 a finite bound it filled within the run, or one no larger than fi_compat would
-set).  The census by memory (:mod:`fi_compat.memory_census`) adds every other
+set).  The census by memory (:mod:`fi_compat.counting.memory_census`) adds every other
 memo and every flashinfer source line that keeps growing, per length or per
 call.  Each is reported with its ``flashinfer/...py:LINE``, the engine calls
 that reach it and, for a functools cache, its parameters (the key) and the
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ...judgement import Measured, decide
+from ...verdict.judgement import Measured, decide
 from .census_env import CensusError, install_overlay, missing_message, probe_environment, requirements_missing
 from .census_leaks import BROKEN as BROKEN
 from .census_leaks import CACHE_SIZE as CACHE_SIZE
@@ -74,7 +74,7 @@ class CensusResult:
     bounded: list[str] = field(default_factory=list)  # what fi_compat bounded and what flashinfer bounds
 
     def measured(self) -> Measured:
-        """This census in the words :func:`fi_compat.judgement.decide` reads."""
+        """This census in the words :func:`fi_compat.verdict.judgement.decide` reads."""
         broken = tuple(
             f"the {b['layout']} engine's call (backend {b['backend']}, {b['mode']}) is refused by "
             f"{self.release}: {b['error']}" + (f" [{b['where']}]" if b.get("where") else "")
@@ -215,7 +215,7 @@ def add_census(
     only_bounds: Optional[Sequence[str]] = None,
     modes: Optional[Sequence[str]] = None,
 ) -> None:
-    """Run the census of ``wheel`` and let :func:`fi_compat.judgement.decide` give the verdict
+    """Run the census of ``wheel`` and let :func:`fi_compat.verdict.judgement.decide` give the verdict
     from the static reading and what was measured; a census that cannot run makes the
     result ``error`` (exit 2), since the release was not measured."""
     release = result.release or wheel.name

@@ -1,7 +1,7 @@
 """The census probe's description of a grown cache: which function it caches, its key, the fi_compat row over it.
 
 One job: :func:`describe_key` (the live object a census qualname names, its
-parameters and ``def`` line, and the row of :data:`fi_compat.bounds.BOUNDS`
+parameters and ``def`` line, and the row of :data:`fi_compat.verdict.bounds.BOUNDS`
 that bounds it) and :func:`restrict_bounds` (``--only-bounds``: the rows the
 probe's fi_compat knows), for :mod:`.census_probe`.
 """
@@ -12,14 +12,14 @@ import inspect
 import sys
 from typing import Any, Optional
 
-#: Every row of fi_compat.bounds.BOUNDS, as shipped (``--only-bounds`` narrows
+#: Every row of fi_compat.verdict.bounds.BOUNDS, as shipped (``--only-bounds`` narrows
 #: the table the installer reads, not this): a grown cache is named with its row.
 _SHIPPED_ROWS: list[Any] = []
 
 
 def restrict_bounds(names: list[str]) -> None:
-    """Keep only the named rows of :data:`fi_compat.bounds.BOUNDS` (this process only)."""
-    from ... import bounds
+    """Keep only the named rows of :data:`fi_compat.verdict.bounds.BOUNDS` (this process only)."""
+    from ...verdict import bounds
 
     known = [bound.name for bound in bounds.BOUNDS]
     unknown = [name for name in names if name not in known]
@@ -59,7 +59,7 @@ def describe_key(qualname: str) -> dict[str, Any]:
     with :func:`fi_compat.lookup.find_live` (re-exports followed) and matched by
     the function it caches, else the object is described with
     :func:`fi_compat.lookup.describe_callable`."""
-    from ... import bounds
+    from ...verdict import bounds
     from ...lookup import describe_callable, find_live
 
     obj = _resolve(qualname)

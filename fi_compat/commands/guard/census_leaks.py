@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ...memory_census import HUGE_FACTOR
+from ...counting.memory_census import HUGE_FACTOR
 
 PER_LENGTH = 0.25
 """Entries per new distinct length, in the second half, that make a cache "grow per length"."""
@@ -97,7 +97,7 @@ def _row_state(key: dict[str, Any], rows: dict[str, str]) -> str:
 
 def bounded_upstream(entry: dict[str, Any]) -> bool:
     """A flashinfer functools cache with a finite bound that it filled within the run, or one
-    no larger than fi_compat would set (:data:`fi_compat.memory_census.HUGE_FACTOR` times its
+    no larger than fi_compat would set (:data:`fi_compat.counting.memory_census.HUGE_FACTOR` times its
     bound): it grows until it is full and then evicts, so it is bounded, not a leak."""
     maxsize = entry.get("maxsize")
     if maxsize is None:
@@ -191,7 +191,7 @@ def _named_already(site: dict[str, Any], leaks: dict[str, Leak]) -> bool:
 
 
 def _memory_leaks(payload: dict[str, Any], found: dict[str, Leak]) -> None:
-    """The census by memory's sites (fi_compat.memory_census), one leak per memo or
+    """The census by memory's sites (fi_compat.counting.memory_census), one leak per memo or
     ``file:line``.  A memo the functools census already named is not repeated;
     in a layout where a memo was named, lines that hold memory outside any memo
     (the buckets a leaking config holds, in another file) are listed with that

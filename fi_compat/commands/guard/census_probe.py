@@ -8,19 +8,19 @@ directory put first on ``PYTHONPATH``; never run in the user's own process
                                                     [--lengths N] [--modes MODE,MODE] [--only-bounds NAME,NAME]
 
 It installs fi_compat, imports flashinfer under the CPU-host shim
-(:func:`fi_compat.testing.cpu_host`) and, for each engine layout with its
+(:func:`fi_compat.workload.cpu_host`) and, for each engine layout with its
 backends (:data:`ENGINE_BACKENDS`) and query mode (default :data:`DEFAULT_MODES`),
 decodes ``N`` distinct ``max_seq_len`` values up to :data:`CONTEXT`, the batch
 varying with the length, in two interleaved halves with one engine's call
-(:mod:`fi_compat.testing.workload`), taking the census
-(:func:`fi_compat.census.take`) before, between and after.  It writes JSON to
+(:mod:`fi_compat.workload.workload`), taking the census
+(:func:`fi_compat.counting.census.take`) before, between and after.  It writes JSON to
 ``--out``: the growth of every cache in each half, and for each grown
 flashinfer cache the cached function's parameters (its key) as
 :mod:`fi_compat.lookup` describes them.  Deciding what is a leak is the
 guard's job (:mod:`.census_check`), not the probe's.
 
 ``--only-bounds`` is internal, for testing the guard itself: it removes every
-other row from :data:`fi_compat.bounds.BOUNDS` in this process before
+other row from :data:`fi_compat.verdict.bounds.BOUNDS` in this process before
 installing, so the probe behaves like a fi_compat that knows only those rows (``tuning-config,builder`` is fi_compat as
 it was before the cute-dsl sizer took ``max_seq_len``).  It is not an option of :func:`fi_compat.install`.
 
@@ -48,7 +48,7 @@ from typing import Any, Optional, Sequence
 from .census_keys import describe_key as describe_key
 from .census_keys import restrict_bounds as restrict_bounds
 
-#: Each engine's layout and the backends it passes (fi_compat.testing.workload,
+#: Each engine's layout and the backends it passes (fi_compat.workload.workload,
 #: docs/integration/*.md): TensorRT-LLM always trtllm-gen; vLLM "auto", or
 #: cute-dsl under decode context parallelism; SGLang "auto", or its cute-dsl variant.
 ENGINE_BACKENDS: tuple[tuple[str, str], ...] = (
@@ -58,7 +58,7 @@ ENGINE_BACKENDS: tuple[tuple[str, str], ...] = (
     ("sglang", "auto"),
     ("sglang", "cute-dsl"),
 )
-#: The query modes each (layout, backend) also drives (fi_compat.testing.modes), beyond ``q1``:
+#: The query modes each (layout, backend) also drives (fi_compat.workload.modes), beyond ``q1``:
 #: MTP / target-verify everywhere, vLLM's ragged speculative query on its calls, sparse MLA with
 #: vLLM's and SGLang's auto (cute-dsl refuses it), DCP with vLLM's cute-dsl call, modular with cute-dsl.
 EXTRA_MODES: dict[tuple[str, str], tuple[str, ...]] = {
@@ -116,9 +116,9 @@ def soak_layout(
 ) -> dict[str, Any]:
     """One engine's call in ``mode`` over both halves of lengths: the growth of
     every functools cache in each half, and the census by memory
-    (:func:`fi_compat.memory_census.measure`) over the same halves."""
-    from ... import census, memory_census
-    from ...testing import modes, workload
+    (:func:`fi_compat.counting.memory_census.measure`) over the same halves."""
+    from ...counting import census, memory_census
+    from ...workload import modes, workload
 
     full_width = CONTEXT // PAGE_SIZE
     base = modes.mode_inputs(
@@ -197,9 +197,9 @@ def run_probe(
 
     import torch
 
-    import fi_compat
-    from ... import specs
-    from ...testing import cpu_host
+    from ... import public  # the public functions, as fi_compat's facade gives them
+    from ...model import specs
+    from ...workload import cpu_host
 
     spec = importlib.util.find_spec("flashinfer")
     location = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
@@ -210,7 +210,7 @@ def run_probe(
     installed = metadata.version("flashinfer-python")
     if _version(release) is not None and _version(installed) != _version(release):
         raise RuntimeError(f"the throwaway install holds flashinfer-python {installed}, not {release}")
-    fi_compat.install()
+    public.install()
     results: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []  # query modes this release does not accept
     broken: list[dict[str, Any]] = []  # engine calls the release refuses with TypeError
@@ -252,7 +252,7 @@ def run_probe(
                 refused.append(
                     {"layout": layout, "backend": backend, "mode": mode, "error": f"{type(exc).__name__}: {exc}"[:300]}
                 )
-        state = fi_compat.status(walk=False)
+        state = public.status(walk=False)
     keys = {}
     for result in results:
         for entry in result["grown"]:
@@ -323,7 +323,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "--only-bounds",
         default=None,
         metavar="NAME,NAME",
-        help="internal (tests of the guard): install only these rows of fi_compat.bounds.BOUNDS",
+        help="internal (tests of the guard): install only these rows of fi_compat.verdict.bounds.BOUNDS",
     )
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help="the query modes to drive: MODE,MODE")
     args = parser.parse_args(argv)

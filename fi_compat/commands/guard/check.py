@@ -1,9 +1,9 @@
 """The static verdict on one wheel: the runtime's own verdict, fed by ``ast``.
 
 :func:`check_wheel` opens the wheel in memory and calls
-:func:`fi_compat.judgement.judge_release` with a lookup over the wheel's sources,
+:func:`fi_compat.verdict.judgement.judge_release` with a lookup over the wheel's sources,
 the same function :func:`fi_compat.install` calls with a lookup over the live
-modules, then :func:`fi_compat.judgement.decide`, the one verdict function
+modules, then :func:`fi_compat.verdict.judgement.decide`, the one verdict function
 ``status()`` and ``doctor`` use too; the census (:mod:`.census_check`) calls
 ``decide`` again with what it measured.  The guard only names the outcomes:
 
@@ -30,9 +30,9 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ...bounds import BOUNDS
-from ...judgement import Decision, Outcome, ReleaseVerdict, decide, judge_release
-from ...specs import DECODE
+from ...verdict.bounds import BOUNDS
+from ...verdict.judgement import Decision, Outcome, ReleaseVerdict, decide, judge_release
+from ...model.specs import DECODE
 from .fetch import wheel_release
 from .errors import WheelError
 from .wheel import WheelSources, lookup_for, module_path
@@ -80,7 +80,7 @@ class Result:
     static: Optional[ReleaseVerdict] = field(default=None, repr=False, compare=False)
 
     def apply(self, decision: Decision) -> None:
-        """Show ``decision`` (from :func:`fi_compat.judgement.decide`) in the guard's words."""
+        """Show ``decision`` (from :func:`fi_compat.verdict.judgement.decide`) in the guard's words."""
         self.verdict = WORDS[decision.outcome]
         self.reason = decision.reason
         self.measured = decision.measured

@@ -132,7 +132,7 @@ def register(subparsers: Any) -> None:
         "one and two query tokens); more modes take more time and see more",
     )
     # Internal, for fi_compat's own tests of --census (docs/guard.md): the probe
-    # installs only these rows of fi_compat.bounds.BOUNDS.  Not a way to use fi_compat.
+    # installs only these rows of fi_compat.verdict.bounds.BOUNDS.  Not a way to use fi_compat.
     parser.add_argument("--census-only-bounds", default=None, help=argparse.SUPPRESS)
     # Internal, for fi_compat's own tests: distinct lengths per engine call (default the probe's 256).
     parser.add_argument("--census-lengths", type=int, default=None, help=argparse.SUPPRESS)

@@ -14,7 +14,7 @@ specifier admits them (only when it names one).  Yanked releases are not
 listed by pip and are not checked.
 
 Offline (``--offline``, or the index does not answer within the timeout), the
-guard falls back to :data:`fi_compat.release_list.PUBLISHED_RELEASES`, the list
+guard falls back to :data:`fi_compat.model.release_list.PUBLISHED_RELEASES`, the list
 shipped with this fi_compat, and says so in its output.  That list starts at
 0.6.13 (older releases exist on the index) and ends where it was written, so
 :func:`offline_gap` names the part of a range that lies before its oldest or
@@ -32,7 +32,7 @@ from typing import Iterable, Optional, Sequence
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ...release_list import PUBLISHED_RELEASES
+from ...model.release_list import PUBLISHED_RELEASES
 from . import DISTRIBUTION
 from .errors import ReleaseListError
 from .pip import run_pip
@@ -62,7 +62,10 @@ class ReleaseSource:
         return self._cached
 
     def _load(self) -> ReleaseList:
-        builtin = f"fi_compat's built-in list of {len(PUBLISHED_RELEASES)} releases (fi_compat.release_list.PUBLISHED_RELEASES)"
+        builtin = (
+            f"fi_compat's built-in list of {len(PUBLISHED_RELEASES)} releases "
+            "(fi_compat.model.release_list.PUBLISHED_RELEASES)"
+        )
         if self.offline:
             return ReleaseList(
                 PUBLISHED_RELEASES,
@@ -271,7 +274,7 @@ def offline_gap(specifier: SpecifierSet, source: ReleaseSource) -> Optional[str]
     why = "--offline" if source.offline else "the package index did not answer"
     return (
         f"{text} admits {' and '.join(parts)}, which were not checked: {why}, so the releases come from "
-        f"fi_compat's built-in list (fi_compat.release_list.PUBLISHED_RELEASES), which holds only {span}. "
+        f"fi_compat's built-in list (fi_compat.model.release_list.PUBLISHED_RELEASES), which holds only {span}. "
         f"Run the guard where `pip index versions {DISTRIBUTION}` answers (without --offline), narrow the range "
         f"to the listed releases{narrow}, or pin a release (==X)"
     )

@@ -1,0 +1,334 @@
+"""The verdict on each row of :data:`fi_compat.verdict.bounds.BOUNDS`, on one release.
+
+:func:`judge` decides, per row and from what :mod:`fi_compat.lookup` found, what
+fi_compat does -- the same function for the runtime, ``fi-compat doctor`` and
+``fi-compat guard``, so they cannot disagree:
+
+====================  ==========================================================
+verdict               meaning, and what fi_compat does
+====================  ==========================================================
+``bound``             flashinfer's cache is unbounded (or, for the builder, there
+                      is none and fi_compat memoizes it): fi_compat bounds it
+``bounded-upstream``  flashinfer bounds it itself (``lru_cache(maxsize=N)``):
+                      fi_compat stands aside
+``no-cache``          flashinfer keeps no cache there: nothing to bound
+``not-in-release``    the release predates the function, or the row (older than
+                      :attr:`Bound.since`): nothing to bound here, no WARNING
+``missing``           the release should have it and nothing binds it (moved or
+                      removed): WARNING, or an error in strict mode
+``mismatch``          its parameters changed, so the key may be incomplete:
+                      fi_compat leaves it alone, WARNING or strict error
+====================  ==========================================================
+
+A row is *verified* when the release matrix ran that release
+(:data:`fi_compat.model.release_list.MATRIX_RELEASES`), the release lies in the row's
+verified range, and the function sits where the spec says; otherwise a
+``bound`` verdict is applied with an UnverifiedReleaseWarning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Optional
+
+from packaging.version import Version
+
+from . import bounds
+from ..model import specs
+from .bounds import Bound
+from ..config import DEFAULT_CACHE_SIZE
+from ..lookup import BOUNDED, NO_MEMO, UNBOUNDED, Found
+from ..model.release_list import MATRIX_RELEASES
+from ..model.signatures import Mismatch, compare
+
+BOUND = "bound"
+BOUNDED_UPSTREAM = "bounded-upstream"
+NO_CACHE = "no-cache"
+NOT_IN_RELEASE = "not-in-release"
+MISSING = "missing"
+MISMATCH = "mismatch"
+
+#: Verdicts that leave a leak fi_compat was supposed to close: a WARNING, or an error when strict.
+PROBLEMS = (MISSING, MISMATCH)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What fi_compat does with one row on one release, and why."""
+
+    bound: Bound
+    kind: str
+    reason: str
+    verified: bool = False
+    found: Optional[Found] = None
+    mismatch: Optional[Mismatch] = None
+
+    @property
+    def problem(self) -> bool:
+        return self.kind in PROBLEMS
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cache": self.bound.spec.qualname,
+            "name": self.bound.name,
+            "verdict": self.kind,
+            "verified": self.verified,
+            "reason": self.reason,
+            "where": None if self.found is None else self.found.where,
+        }
+
+
+_MATRIX = frozenset(Version(r) for r in MATRIX_RELEASES)
+
+
+def _ran_in_matrix(release: Optional[Version]) -> bool:
+    """Verified means "the release matrix ran it": a release inside a row's
+    range that the matrix never ran (0.7.3, published only on flashinfer's own
+    index) is unverified.  A local label (``+cu130``) is the same release."""
+    return release is not None and Version(release.public) in _MATRIX
+
+
+HUGE = 16
+"""A flashinfer bound over HUGE times fi_compat's own (``cache_size * scale``) is effectively unbounded."""
+
+
+def judge(
+    bound: Bound, found: Optional[Found], release: Optional[Version], cache_size: int = DEFAULT_CACHE_SIZE
+) -> Verdict:
+    """The verdict on ``bound`` given what a lookup found (``None``: nothing binds it);
+    ``cache_size``: the setting in force (``maxsize`` is weighed against it).
+
+    Pure: reads ``found`` and the release, runs nothing of flashinfer's."""
+    qualname = bound.spec.qualname
+    since = bound.since
+    if release is not None and since is not None and Version(release.public) < since:
+        if not bound.spec.present_in(release):
+            return Verdict(bound, NOT_IN_RELEASE, f"{qualname} arrived in {bound.spec.added_in}")
+        return Verdict(
+            bound,
+            NOT_IN_RELEASE,
+            f"flashinfer {release} predates this row: fi_compat bounds {qualname} from {since} on "
+            "(before it keys no cache on max_seq_len); nothing to bound here",
+            found=found,
+        )
+    if found is not None and found.moved and not bound.spec.present_in(release):
+        found = None  # a namesake elsewhere in a release that predates the function
+    if found is None:
+        if not bound.spec.present_in(release):
+            return Verdict(bound, NOT_IN_RELEASE, f"{qualname} arrived in {bound.spec.added_in}")
+        return Verdict(
+            bound, MISSING, f"{qualname} is missing (moved or removed)", mismatch=compare(bound.spec, None, release)
+        )
+    mismatch = compare(bound.spec, found.function, release)
+    if mismatch is not None:
+        return Verdict(bound, MISMATCH, mismatch.describe(), found=found, mismatch=mismatch)
+    where = f" (found in {found.defined_in}, moved from {bound.spec.module})" if found.moved else ""
+    verified = (
+        release is not None
+        and _ran_in_matrix(release)
+        and bound.verified.contains(release, prereleases=False)
+        and not found.moved
+    )
+    if found.memo == BOUNDED and bound.replace_bounded:
+        return Verdict(
+            bound,
+            BOUND,
+            f"{qualname} is bounded by flashinfer at {found.maxsize} entries on a key "
+            f"that grows per request; fi_compat holds it to its own bound{where}",
+            verified,
+            found,
+        )
+    if found.memo == BOUNDED and found.maxsize is not None and found.maxsize > HUGE * cache_size * bound.scale:
+        return Verdict(
+            bound,
+            BOUND,
+            f"{qualname} is bounded by flashinfer at {found.maxsize} entries, over {HUGE} "
+            f"times fi_compat's {cache_size * bound.scale}: effectively unbounded; fi_compat bounds it"
+            f"{where}",
+            verified,
+            found,
+        )
+    if found.memo == BOUNDED:
+        return Verdict(
+            bound,
+            BOUNDED_UPSTREAM,
+            f"{qualname} is bounded by flashinfer itself (maxsize {found.maxsize}){where}",
+            verified,
+            found,
+        )
+    if found.memo == UNBOUNDED:
+        return Verdict(bound, BOUND, f"{qualname} has an unbounded functools cache{where}", verified, found)
+    assert found.memo == NO_MEMO
+    if bound.memoize_plain:
+        also = f"; it was replaced by {found.foreign}" if found.foreign else ""
+        return Verdict(bound, BOUND, f"{qualname} builds a fresh result per call{also}{where}", verified, found)
+    return Verdict(bound, NO_CACHE, f"{qualname} keeps no cache{where}", verified, found)
+
+
+class Outcome(str, Enum):
+    """The one vocabulary for a release's outcome: ``status()``, ``fi-compat doctor``
+    and ``fi-compat guard`` display it in their own words, and none re-decides it.
+
+    The first five come from reading the release (:meth:`ReleaseVerdict.outcome`);
+    the last three only from running it (the guard's census, :func:`decide`)."""
+
+    VERIFIED = "verified"  # every bound fits, on a release the matrix ran
+    UNVERIFIED = "unverified"  # everything fits, outside the verified releases: not measured
+    PARTIAL = "partial"  # some rows cannot be bounded, others can
+    UNSUPPORTED = "unsupported"  # nothing can be bounded
+    PREDATES = "predates"  # the release predates every cache fi_compat bounds
+    BOUNDED = "bounded"  # measured: flashinfer's memory stayed bounded with fi_compat installed
+    LEAKS = "leaks"  # measured: some flashinfer line or memo keeps growing with fi_compat installed
+    BREAKS_CALL = "breaks-call"  # measured: a call an engine makes raises TypeError on this release
+
+    def __str__(self) -> str:
+        return self.value
+
+
+VERIFIED = Outcome.VERIFIED
+UNVERIFIED = Outcome.UNVERIFIED
+PARTIAL = Outcome.PARTIAL
+UNSUPPORTED = Outcome.UNSUPPORTED
+PREDATES = Outcome.PREDATES
+LEAKS = Outcome.LEAKS
+BREAKS_CALL = Outcome.BREAKS_CALL
+
+
+@dataclass(frozen=True)
+class ReleaseVerdict:
+    """Every row's verdict on one release, the call API's signature check, and the outcome.
+
+    ``outcome``: ``predates`` (the release predates every row: nothing to
+    bound, nothing to verify), ``verified`` (nothing to fix, every bound verified here),
+    ``unverified`` (everything fits, but some bound runs outside the releases
+    the matrix verified), ``partial`` (some rows cannot be bounded, others
+    can) or ``unsupported`` (nothing can be bounded)."""
+
+    release: Optional[Version]
+    rows: tuple[Verdict, ...]
+    call_api: Optional[Mismatch]
+
+    @property
+    def problems(self) -> list[Verdict]:
+        return [v for v in self.rows if v.problem]
+
+    @property
+    def outcome(self) -> Outcome:
+        """Decided here only; a decode signature that differs from :data:`fi_compat.model.specs.DECODE`
+        (``call_api``) makes a verified release unverified: the caches are bounded and the call
+        API maps by name, but that signature never ran in the matrix."""
+        if self.problems:
+            return PARTIAL if any(v.kind == BOUND for v in self.rows) else UNSUPPORTED
+        if self.rows and all(v.kind == NOT_IN_RELEASE for v in self.rows):
+            return PREDATES
+        if self.call_api is None and all(v.verified for v in self.rows if v.kind == BOUND):
+            return VERIFIED
+        return UNVERIFIED
+
+    def reason(self) -> str:
+        parts = [v.reason for v in self.problems]
+        unverified = [v.bound.spec.qualname for v in self.rows if v.kind == BOUND and not v.verified]
+        if unverified:
+            parts.append(f"outside the verified releases: {', '.join(unverified)}")
+        if self.call_api is not None:
+            parts.append(f"call API: {self.call_api.describe()}")
+        if not parts and self.outcome == PREDATES:
+            oldest = min((v.bound.since for v in self.rows if v.bound.since is not None), default=None)
+            return (
+                f"flashinfer {self.release} predates every cache fi_compat bounds (the first arrives in "
+                f"{oldest}): nothing to bound here"
+            )
+        return "; ".join(parts) or f"flashinfer {self.release}: every bound fits and is verified"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What running the release showed (the guard's census), in words the verdict can use.
+
+    ``leaks``: each flashinfer line or memo that kept growing, with the engine call
+    that reaches it; ``broken_calls``: each engine call the release refused
+    (``TypeError``), in its own words; ``bounded``: what stayed bounded and by whom."""
+
+    summary: str
+    leaks: tuple[str, ...] = ()
+    broken_calls: tuple[str, ...] = ()
+    bounded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The one verdict on a release: an :class:`Outcome`, why, and notes that decide nothing."""
+
+    outcome: Outcome
+    reason: str
+    measured: bool
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def decide(static: ReleaseVerdict, measured: Optional[Measured] = None) -> Decision:
+    """The verdict on one release: from reading it alone (``measured`` None: ``status()``,
+    ``doctor``, ``guard --static``) or from running it too (the guard's census).
+
+    Measured memory decides over names: a release whose engine calls all run and whose
+    flashinfer memory stays bounded is :attr:`Outcome.BOUNDED` (a verified release stays
+    :data:`VERIFIED`, one that predates every row :data:`PREDATES`), and the static
+    differences become notes, since they changed no measured behaviour.  A refused engine
+    call is :data:`BREAKS_CALL`; growth is :data:`LEAKS`.  Pure; costs nothing."""
+    if measured is None:
+        return Decision(static.outcome, static.reason(), False)
+    static_notes = tuple(f"static check: {part}" for part in _static_parts(static))
+    if measured.broken_calls:
+        return Decision(BREAKS_CALL, "; ".join(measured.broken_calls), True, static_notes)
+    if measured.leaks:
+        return Decision(LEAKS, f"{measured.summary}: {'; '.join(measured.leaks)}", True, static_notes)
+    outcome = static.outcome if static.outcome in (VERIFIED, PREDATES) else Outcome.BOUNDED
+    reason = measured.summary
+    if measured.bounded:
+        reason = f"{reason}; {'; '.join(measured.bounded)}"
+    return Decision(outcome, reason, True, tuple(f"{note} (no effect measured)" for note in static_notes))
+
+
+def _static_parts(static: ReleaseVerdict) -> list[str]:
+    parts = [v.reason for v in static.problems]
+    if static.call_api is not None:
+        parts.append(f"call API: {static.call_api.describe()}")
+    return parts
+
+
+def judge_release(
+    lookup: Callable[[specs.FunctionSpec], Optional[Found]],
+    release: Optional[Version],
+    cache_size: int = DEFAULT_CACHE_SIZE,
+) -> ReleaseVerdict:
+    """Every row of :data:`fi_compat.verdict.bounds.BOUNDS` and the decode signature, through one lookup
+    (live, a package directory or a wheel: the runtime, doctor and the guard)."""
+    rows = tuple(judge(bound, lookup(bound.spec), release, cache_size) for bound in bounds.BOUNDS)
+    decode = lookup(specs.DECODE)
+    return ReleaseVerdict(release, rows, compare(specs.DECODE, None if decode is None else decode.function, release))
+
+
+__all__ = [
+    "BOUND",
+    "BOUNDED_UPSTREAM",
+    "BREAKS_CALL",
+    "Decision",
+    "LEAKS",
+    "Measured",
+    "Outcome",
+    "decide",
+    "MISMATCH",
+    "MISSING",
+    "NOT_IN_RELEASE",
+    "NO_CACHE",
+    "PARTIAL",
+    "PREDATES",
+    "PROBLEMS",
+    "ReleaseVerdict",
+    "UNSUPPORTED",
+    "UNVERIFIED",
+    "VERIFIED",
+    "Verdict",
+    "judge",
+    "judge_release",
+]
