@@ -71,9 +71,10 @@ def _layer_diagram():
     return module
 
 
-#: ``module -> (imported at import time, imported only inside functions)``:
-#: module level, also under ``if``/``try``, not under ``if TYPE_CHECKING``;
-#: the lazy names of ``fi_compat/__init__.py`` count as deferred imports.
+#: ``module -> (imported at import time, imported only inside functions or for
+#: the type checker)``: the first at module level, also under ``if``/``try``; the
+#: second inside functions or under ``if TYPE_CHECKING``; the lazy names of
+#: ``fi_compat/__init__.py`` count as deferred imports.
 GRAPH = _layer_diagram().module_imports(PACKAGE)
 
 

@@ -248,7 +248,7 @@ def test_transparent_mode_reaches_flashinfer_in_a_fresh_process():
              "from fi_compat.workload import cpu_host\n"
              "with cpu_host():\n"
              "    import flashinfer.mla\n"
-             "from fi_compat import transparent\n"
+             "from fi_compat.calls import transparent\n"
              "function = flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla  # the engines' name\n"
              "print(json.dumps({'routed': transparent.unwrap(function) is not function, "
              "'setting': fi_compat.status()['settings']['transparent']['value']}))")

@@ -60,7 +60,7 @@ inputs = workload.make_inputs(torch, "trtllm", batch=2, width=16, num_pages=64)
 # TensorRT-LLM passes the keywords flashinfer has (its counter buffer from 0.6.15 on): the call
 # API, seen through flashinfer's own signature, is asked for those only
 import functools
-from fi_compat import specs
+from fi_compat.model import specs
 through_api = functools.wraps(getattr(sys.modules["flashinfer.mla"], specs.DECODE.name))(
     lambda *args, **kwargs: fi_compat.mla_decode(*args, **kwargs))
 decode = lambda: workload.trtllm_call(through_api, inputs, 1000)
