@@ -51,14 +51,9 @@ GPU_MATRIX = _gpu_matrix_module()
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from _matrix_common import cpu_model  # scripts/ is on sys.path: _gpu_matrix_module() put it there
+
+    cpu = cpu_model("unknown CPU")
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                          text=True, check=False).stdout.strip() or "no nvidia-smi"
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())

@@ -105,6 +105,18 @@ def fingerprint(package_dir: Path = PACKAGE, root: Path = ROOT) -> dict[str, str
     }
 
 
+def cpu_model(default: str) -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` (``default`` where there is
+    none, as off Linux), for the machine descriptions of results and figures."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return default
+
+
 # --------------------------------------------------------------------------
 # Result files: one JSON per release, written by scripts/run_release_suite.py
 

@@ -44,7 +44,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _matrix_common import ROOT, fingerprint, source_commit, write_result
+from _matrix_common import ROOT, cpu_model, fingerprint, source_commit, write_result
 
 SCHEMA = 2  # 2: fingerprint and seconds
 
@@ -97,14 +97,7 @@ def device_name(platform_name: str) -> str:
             return "no CUDA device"
         major, minor = torch.cuda.get_device_capability(0)
         return f"{torch.cuda.get_device_name(0)} (SM{major}{minor})"
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model(platform.processor() or platform.machine())
     return f"CPU {cpu}, {os.cpu_count()} cores (fi_compat SM100 shim)"
 
 

@@ -110,6 +110,21 @@ def test_disable_makes_install_a_no_op(monkeypatch, caplog):
     assert any("FI_COMPAT_DISABLE" in r.getMessage() for r in caplog.records if r.levelname == "INFO")
 
 
+def test_status_state_is_a_phase_value_as_a_plain_string(monkeypatch):
+    """``status()["state"]`` stays a plain ``str`` (JSON, repr, users' comparisons),
+    one of :class:`fi_compat.installing.state.Phase`'s values, which are public: docs/doctor.md
+    and users' code name them."""
+    import fi_compat
+    from fi_compat.installing.state import Phase
+
+    assert [p.value for p in Phase] == ["not-installed", "pending", "installed", "unsupported", "disabled", "failed"]
+    assert str(Phase.PENDING) == f"{Phase.PENDING}" == "pending"
+    assert fi_compat.status()["state"] == Phase.NOT_INSTALLED
+    monkeypatch.setenv("FI_COMPAT_DISABLE", "1")
+    state = fi_compat.install()["state"]
+    assert type(state) is str and state == Phase.DISABLED
+
+
 def test_library_adds_no_logging_handlers():
     import logging
 

@@ -23,7 +23,8 @@ gives a binding whose every call raises
 :class:`~fi_compat.errors.SignatureMismatchError` before flashinfer runs.
 
 Cost: building reads ``inspect.signature`` once (tens of microseconds).  The
-call API's fast path (``call_api.mla_decode``) uses :attr:`Binding.direct_limit`,
+call API's functions (``call_api.mla_decode``, ``build_mla_decode_tuning_config``)
+call :meth:`Binding.invoke`, whose fast path uses :attr:`Binding.direct_limit`,
 :attr:`Binding.direct_keywords` and :attr:`Binding.required_after`: one length
 comparison and one or two frozenset subset tests.  Everything else (duplicate
 or unknown arguments, gating, moving arguments to keywords) is :meth:`Binding.call`,
@@ -247,6 +248,20 @@ class Binding:
             listed = ", ".join(repr(name) for name in missing)
             raise TypeError(f"{self.api_name}() missing required argument{'s' if len(missing) > 1 else ''} {listed}")
         return values
+
+    def invoke(self, args: tuple, kwargs: dict) -> Any:
+        """A call of the call API: passed on as it is when it needs no binding (at
+        most :attr:`direct_limit` positional arguments, keywords among
+        :attr:`direct_keywords`, every required argument there: one length
+        comparison and one or two frozenset subset tests), else :meth:`call`."""
+        count = len(args)
+        if (
+            count <= self.direct_limit
+            and kwargs.keys() <= self.direct_keywords[count]
+            and (count >= self.required_count or self.required_after[count] <= kwargs.keys())
+        ):
+            return self.function(*args, **kwargs)  # type: ignore[misc]
+        return self.call(args, kwargs)
 
     def call(self, args: tuple, kwargs: dict) -> Any:
         """The general path: bind, gate, pass by name.  Raises before

@@ -194,25 +194,20 @@ def mla_decode(*args: Any, max_seq_len_policy: Optional[str] = None, **kwargs: A
     function cannot be bound by name.
 
     Cost: a few dict/set operations over a direct call
-    (``benchmarks/decode_overhead.py``); the common path is inlined here.
+    (``benchmarks/decode_overhead.py``); the common path is inlined here up
+    to :meth:`~fi_compat.binding.Binding.invoke`, which this and
+    :func:`build_mla_decode_tuning_config` share.
     """
     binding = _mappings.get(DECODE_KIND)
     if binding is None or binding.generation != installer.generation():
         binding = _binding(DECODE_KIND)
-    count = len(args)
-    value = args[MAX_SEQ_LEN_INDEX] if count > MAX_SEQ_LEN_INDEX else kwargs.get("max_seq_len", _MISSING)
+    value = args[MAX_SEQ_LEN_INDEX] if len(args) > MAX_SEQ_LEN_INDEX else kwargs.get("max_seq_len", _MISSING)
     if type(value) is not int or not 0 < value <= MAX_SEQ_LEN_LIMIT:
         args, kwargs, value = _validated_max_seq_len(args, kwargs, MAX_SEQ_LEN_INDEX, binding.api_name)
     policy = binding.policy if max_seq_len_policy is None else check_policy(max_seq_len_policy, "max_seq_len_policy")
     if policy != "exact":
         args, kwargs = _apply_policy(args, kwargs, value, policy)
-    if (
-        count <= binding.direct_limit
-        and kwargs.keys() <= binding.direct_keywords[count]
-        and (count >= binding.required_count or binding.required_after[count] <= kwargs.keys())
-    ):
-        return binding.function(*args, **kwargs)
-    return binding.call(args, kwargs)
+    return binding.invoke(args, kwargs)
 
 
 def build_mla_decode_tuning_config(*args: Any, **kwargs: Any) -> Any:
@@ -227,14 +222,7 @@ def build_mla_decode_tuning_config(*args: Any, **kwargs: Any) -> Any:
         binding = _binding(BUILDER_KIND)
     if len(args) > BUILDER_MAX_SEQ_LEN_INDEX or "max_seq_len" in kwargs:
         args, kwargs, _ = _validated_max_seq_len(args, kwargs, BUILDER_MAX_SEQ_LEN_INDEX, binding.api_name)
-    count = len(args)
-    if (
-        count <= binding.direct_limit
-        and kwargs.keys() <= binding.direct_keywords[count]
-        and (count >= binding.required_count or binding.required_after[count] <= kwargs.keys())
-    ):
-        return binding.function(*args, **kwargs)
-    return binding.call(args, kwargs)
+    return binding.invoke(args, kwargs)
 
 
 def _signature(spec: FunctionSpec, extra: tuple[inspect.Parameter, ...] = ()) -> inspect.Signature:

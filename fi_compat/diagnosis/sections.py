@@ -13,6 +13,7 @@ from typing import Any
 
 from ..counting import census, memory_census
 from .. import config
+from ..installing.state import Phase
 
 INSTALLED_KEYS = ("state", "outcome", "patched", "waiting_for", "error", "notes")
 TRTLLM_KEYS = ("present", "position", "checked_in", "tensorrt_llm_imported", "tensorrt_llm_installed", "note")
@@ -110,7 +111,7 @@ def settings_section(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each setting's value and where it came from: the install's, or what
     ``install()`` would resolve from the environment now (an invalid value
     is reported, not raised)."""
-    if state["state"] != "not-installed":
+    if state["state"] != Phase.NOT_INSTALLED:
         return {
             name: {"value": s["value"], "source": s["source"], "env": s["env"], "error": None}
             for name, s in state["settings"].items()

@@ -1,11 +1,12 @@
 """install(), uninstall(): the process-wide state machine.
 
-Phases: ``not-installed`` -> :func:`install` -> ``pending`` (flashinfer not
-imported yet: a post-import hook finishes the job when it is), ``installed``,
-``unsupported`` (nothing could be bounded), ``disabled`` (FI_COMPAT_DISABLE)
-or ``failed`` (an import hook's failure: strict, the import raises it and
-nothing stays installed; otherwise it is kept for the next fi_compat call);
-:func:`uninstall` returns to ``not-installed`` from any of them.
+Phases (:class:`fi_compat.installing.state.Phase`): ``not-installed`` -> :func:`install`
+-> ``pending`` (flashinfer not imported yet: a post-import hook finishes the
+job when it is), ``installed``, ``unsupported`` (nothing could be bounded),
+``disabled`` (FI_COMPAT_DISABLE) or ``failed`` (an import hook's failure:
+strict, the import raises it and nothing stays installed; otherwise it is kept
+for the next fi_compat call); :func:`uninstall` returns to ``not-installed``
+from any of them.
 
 Installing judges every row of :data:`fi_compat.verdict.bounds.BOUNDS` on its own: a
 changed signature affects that row only.  A row whose module is not imported
@@ -32,7 +33,7 @@ from ..errors import FiCompatError, forget_warnings, warn
 from .runtime_report import note_effectively_unbounded, strict_error
 from ..lookup import PACKAGE, import_hooks
 from ..model.release_detection import detect_release
-from .state import Snapshot, State, keeping_earlier_arguments, snapshot_of, values
+from .state import Phase, Snapshot, State, keeping_earlier_arguments, snapshot_of, values
 from .status_view import render, summary_line, walked
 
 logger = logging.getLogger("fi_compat")
@@ -72,7 +73,7 @@ def ensure_installed() -> Snapshot:
         if _state.refusal is not None:  # a fresh traceback: one object raised per call must not grow one
             raise _state.refusal.with_traceback(None)
         watch.take_error()  # strict: growth the runtime watch saw and could not bound
-        if _state.phase == "not-installed" and not _state.explicit:
+        if _state.phase == Phase.NOT_INSTALLED and not _state.explicit:
             _install(config.resolve_all())
         return snapshot()
 
@@ -119,7 +120,7 @@ def install(
         settings = config.resolve_all(**keeping_earlier_arguments(_state, given))
         _state.explicit = True
         _state.error = _state.refusal = None
-        if _state.phase != "not-installed":
+        if _state.phase != Phase.NOT_INSTALLED:
             if values(settings) == values(_state.settings):
                 logger.debug("fi_compat: install() with the settings already in force; nothing to do")
                 return status(walk=False)
@@ -138,7 +139,7 @@ def _install(settings: dict[str, config.Setting]) -> None:
     _state.settings = settings
     _state.messages = []
     if settings["disable"].value:
-        _set_phase("disabled")
+        _set_phase(Phase.DISABLED)
         logger.info("fi_compat: FI_COMPAT_DISABLE is set (%s); flashinfer left untouched", settings["disable"].source)
         return
     _state.release = detect_release()
@@ -148,11 +149,11 @@ def _install(settings: dict[str, config.Setting]) -> None:
     if lookup.module_loaded(PACKAGE):  # imported, and not half-imported by another thread
         _activate()
         return
-    _set_phase("pending")
+    _set_phase(Phase.PENDING)
     logger.debug("fi_compat: %s not imported yet; will install on import", PACKAGE)
 
 
-def _set_phase(phase: str) -> None:
+def _set_phase(phase: Phase) -> None:
     _state.phase = phase
     _state.generation += 1
 
@@ -165,13 +166,13 @@ def _on_flashinfer_import(package: Any) -> None:
     """flashinfer's import has finished (in the importing thread, inside that import)."""
     with _lock:
         _state.hooked.discard(package.__name__)  # a hook fires once: a re-import needs a new one
-        if _state.phase != "pending":
+        if _state.phase != Phase.PENDING:
             return
         _state.release = detect_release()
         _guarded(_activate)
 
 
-_JUDGED = ("installed", "unsupported")  # phases whose rows may still wait for their modules
+_JUDGED = (Phase.INSTALLED, Phase.UNSUPPORTED)  # phases whose rows may still wait for their modules
 
 
 def _on_lazy_import(module: Any) -> None:
@@ -191,7 +192,7 @@ def _guarded(step: Any) -> None:
     except Exception as exc:  # noqa: BLE001
         _uninstall()
         _state.error = exc
-        _set_phase("failed")
+        _set_phase(Phase.FAILED)
         if _strict():
             logger.error("fi_compat: %s; nothing installed, and the import raises it (FI_COMPAT_STRICT)", exc)
             _state.tripwire = tripwire.arm(exc)  # at start-up: a program that swallows it cannot decode unbounded
@@ -204,9 +205,9 @@ def _guarded(step: Any) -> None:
 
 
 def _raise_kept_error() -> None:
-    if _state.phase == "failed" and _state.error is not None:
+    if _state.phase == Phase.FAILED and _state.error is not None:
         error, _state.error = _state.error, None
-        _set_phase("not-installed")
+        _set_phase(Phase.NOT_INSTALLED)
         raise error
 
 
@@ -251,7 +252,7 @@ def _activate() -> None:
     runtime_report.report(problems, _state)
     note_effectively_unbounded(v for v in judged.rows if v.bound.name not in _state.waiting)
     bounded = bool(installation.patched()) or any(_state.verdicts[n].kind == BOUND for n in _state.waiting)
-    _set_phase("installed" if bounded or not problems else "unsupported")
+    _set_phase(Phase.INSTALLED if bounded or not problems else Phase.UNSUPPORTED)
     _log_summary()
     watch.start(_state.settings["watch"].value, _strict(), _cache_size(), on_error=_watch_kept_error)
     try:
@@ -285,7 +286,9 @@ def _activate_module(module_name: str) -> None:
     _state.installation.apply(plan)
     runtime_report.report(problems, _state)
     note_effectively_unbounded(bound_now)
-    _set_phase("installed" if _state.installation.patched() or _state.phase == "installed" else "unsupported")
+    _set_phase(
+        Phase.INSTALLED if _state.installation.patched() or _state.phase == Phase.INSTALLED else Phase.UNSUPPORTED
+    )
     _log_summary()
     _settle({m for m in _state.waiting.values() if m != module_name})
 
@@ -313,7 +316,7 @@ def _uninstall() -> None:
     _state.verdicts, _state.waiting = {}, {}
     _state.messages = leftovers
     _state.error = _state.refusal = None
-    _set_phase("not-installed")
+    _set_phase(Phase.NOT_INSTALLED)
 
 
 def reset() -> dict[str, Any]:

@@ -8,6 +8,7 @@ lock; everything else (the call API, ``status()``, the doctor) reads a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
@@ -20,11 +21,32 @@ if TYPE_CHECKING:  # annotations only: this module stays as light as config
     from .tripwire import Armed
 
 
+class Phase(str, Enum):
+    """The installer's phase: ``status()["state"]`` (its value, a plain string),
+    the doctor's ``state`` line.  The values are public and stay as they are.
+
+    ``not-installed`` -> ``install()`` -> ``pending`` (flashinfer not imported
+    yet), ``installed``, ``unsupported`` (nothing could be bounded),
+    ``disabled`` (FI_COMPAT_DISABLE) or ``failed`` (an import hook's failure,
+    kept for the next fi_compat call); ``uninstall()`` returns to
+    ``not-installed`` from any of them."""
+
+    NOT_INSTALLED = "not-installed"
+    PENDING = "pending"
+    INSTALLED = "installed"
+    UNSUPPORTED = "unsupported"
+    DISABLED = "disabled"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class State:
     """Everything the installer knows; only :mod:`fi_compat.installing.installer` changes it."""
 
     def __init__(self) -> None:
-        self.phase = "not-installed"
+        self.phase = Phase.NOT_INSTALLED
         self.settings: dict[str, config.Setting] = config.resolve_all(environ={})
         self.release: Optional[ReleaseInfo] = None
         self.verdicts: dict[str, Verdict] = {}
@@ -46,7 +68,7 @@ class State:
 class Snapshot:
     """A read-only view of the installer's state for the rest of fi_compat."""
 
-    phase: str
+    phase: Phase
     generation: int
     release: Optional[ReleaseInfo]
     settings: Mapping[str, config.Setting]
@@ -80,7 +102,7 @@ def snapshot_of(s: State) -> Snapshot:
 
 
 #: Phases in which an install's settings are in force (a failed one left nothing installed).
-IN_FORCE = ("pending", "installed", "unsupported", "disabled")
+IN_FORCE = (Phase.PENDING, Phase.INSTALLED, Phase.UNSUPPORTED, Phase.DISABLED)
 
 
 def keeping_earlier_arguments(s: State, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -108,7 +108,7 @@ def render(snap: Snapshot) -> dict[str, Any]:
         patched += snap.extras.patched()
     return {
         "fi_compat_version": __version__,
-        "state": snap.phase,
+        "state": snap.phase.value,  # a plain string, as status() always gave
         "outcome": _outcome(snap),
         "error": None if snap.error is None else f"{type(snap.error).__name__}: {snap.error}",
         "release": {

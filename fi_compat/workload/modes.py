@@ -17,13 +17,11 @@ from dataclasses import replace
 from typing import Any, Callable, Optional
 
 from .workload import (
-    KV_LORA_RANK,
-    QK_NOPE_HEAD_DIM,
-    QK_ROPE_HEAD_DIM,
     Dcp,
     Inputs,
     accepted,
     call,
+    keyword_call,
     make_inputs,
     sglang_target_verify,
     trtllm_call,
@@ -140,20 +138,7 @@ def _keyword_call(decode: Callable[..., Any], t: Inputs, max_seq_len: int, **ext
     missing = [name for name in extra if name not in accepted(decode)]
     if missing:
         raise TypeError(f"this release's decode function has no {', '.join(missing)}")
-    return decode(
-        query=t.query,
-        kv_cache=t.kv_cache,
-        workspace_buffer=t.workspace_buffer,
-        qk_nope_head_dim=QK_NOPE_HEAD_DIM,
-        kv_lora_rank=KV_LORA_RANK,
-        qk_rope_head_dim=QK_ROPE_HEAD_DIM,
-        block_tables=t.block_tables,
-        seq_lens=t.seq_lens,
-        max_seq_len=max_seq_len,
-        bmm1_scale=0.1,
-        bmm2_scale=1.0,
-        **extra,
-    )
+    return keyword_call(decode, t, max_seq_len, bmm2_scale=1.0, **extra)
 
 
 __all__ = ["MODES", "MTP_Q_LEN", "SPARSE_TOP_K", "mode_call", "mode_inputs"]

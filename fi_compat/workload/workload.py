@@ -227,6 +227,26 @@ def trtllm_call(decode: Callable, t: Inputs, max_seq_len: int, *, form: int = 16
     return decode(*head, backend="trtllm-gen", is_var_seq=True, uses_shared_paged_kv_idx=False, **counter)
 
 
+def keyword_call(decode: Callable, t: Inputs, max_seq_len: int, **extra: Any) -> Any:
+    """The keywords every engine's keyword call passes (``t``'s tensors, the MLA
+    head dimensions, ``max_seq_len``, ``bmm1_scale=0.1``), then ``extra``: the
+    one body under :func:`vllm_call`, :func:`sglang_call` and the query modes'
+    calls (:mod:`fi_compat.workload.modes`)."""
+    return decode(
+        query=t.query,
+        kv_cache=t.kv_cache,
+        workspace_buffer=t.workspace_buffer,
+        qk_nope_head_dim=QK_NOPE_HEAD_DIM,
+        kv_lora_rank=KV_LORA_RANK,
+        qk_rope_head_dim=QK_ROPE_HEAD_DIM,
+        block_tables=t.block_tables,
+        seq_lens=t.seq_lens,
+        max_seq_len=max_seq_len,
+        bmm1_scale=0.1,
+        **extra,
+    )
+
+
 def vllm_call(
     decode: Callable, t: Inputs, max_seq_len: int, *, backend: Optional[str] = None, dcp: Optional[Dcp] = None
 ) -> Any:
@@ -245,21 +265,7 @@ def vllm_call(
         extra["backend"] = backend
     elif t.page_size in (32, 64):
         extra.update(_only_accepted(decode, {"multi_ctas_kv_counter_buffer": t.counter_buffer}))
-    return decode(
-        query=t.query,
-        kv_cache=t.kv_cache,
-        workspace_buffer=t.workspace_buffer,
-        qk_nope_head_dim=QK_NOPE_HEAD_DIM,
-        kv_lora_rank=KV_LORA_RANK,
-        qk_rope_head_dim=QK_ROPE_HEAD_DIM,
-        block_tables=t.block_tables,
-        seq_lens=t.seq_lens,
-        max_seq_len=max_seq_len,
-        bmm1_scale=0.1,
-        bmm2_scale=1.0,
-        return_lse=dcp is not None,
-        **extra,
-    )
+    return keyword_call(decode, t, max_seq_len, bmm2_scale=1.0, return_lse=dcp is not None, **extra)
 
 
 def sglang_call(
@@ -274,18 +280,11 @@ def sglang_call(
             extra["backend"] = backend
     else:
         extra = {"backend": backend}
-    return decode(
-        query=t.query,
-        kv_cache=t.kv_cache,
+    return keyword_call(
+        decode,
+        t,
+        max_seq_len,
         enable_pdl=enable_pdl,
-        workspace_buffer=t.workspace_buffer,
-        qk_nope_head_dim=QK_NOPE_HEAD_DIM,
-        kv_lora_rank=KV_LORA_RANK,
-        qk_rope_head_dim=QK_ROPE_HEAD_DIM,
-        block_tables=t.block_tables,
-        seq_lens=t.seq_lens,
-        max_seq_len=max_seq_len,
-        bmm1_scale=0.1,
         return_lse=False,
         skip_softmax_threshold_scale_factor=None,
         **extra,
@@ -320,6 +319,7 @@ __all__ = [
     "accepted",
     "batch_sizes",
     "call",
+    "keyword_call",
     "lengths",
     "make_inputs",
     "resize",

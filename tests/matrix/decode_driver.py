@@ -249,10 +249,7 @@ class Driver:
             keywords["sparse_mla_top_k"] = SPARSE_TOP_K
         if self.layout == "trtllm":
             keywords["uses_shared_paged_kv_idx"] = False
-        return self.decode(query=t.query, kv_cache=t.kv_cache, workspace_buffer=t.workspace_buffer,
-                           qk_nope_head_dim=workload.QK_NOPE_HEAD_DIM, kv_lora_rank=workload.KV_LORA_RANK,
-                           qk_rope_head_dim=workload.QK_ROPE_HEAD_DIM, block_tables=tables, seq_lens=t.seq_lens,
-                           max_seq_len=max_seq_len, bmm1_scale=0.1, **keywords)
+        return workload.keyword_call(self.decode, replace(t, block_tables=tables), max_seq_len, **keywords)
 
     def run(self, lengths: list[int], batches: Iterator[int]) -> None:
         for max_seq_len, batch in zip(lengths, batches):

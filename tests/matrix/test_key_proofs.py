@@ -263,6 +263,15 @@ def random_sizer_arguments(rng: random.Random, names: list[str]) -> dict:
     return values
 
 
+def max_seq_len_names(function, release, what: str) -> list[str]:
+    """``function``'s parameter names; skips the test where it takes no ``max_seq_len``
+    (then its key is the arguments as they are: nothing to prove)."""
+    names = list(inspect.signature(function).parameters)
+    if "max_seq_len" not in names:
+        pytest.skip(f"flashinfer {release}'s {what} takes no max_seq_len: its key is the arguments as they are")
+    return names
+
+
 def outcome(function, arguments: dict):
     try:
         return function(**arguments)
@@ -275,9 +284,7 @@ def test_sizer_depends_on_max_seq_len_only_through_the_k_tile_count(spec, fi_cpu
     if not spec.present_in(release):
         pytest.skip(f"flashinfer {release} has no {spec.qualname}")
     uncached = getattr(importlib.import_module(spec.module), spec.name).__wrapped__
-    names = list(inspect.signature(uncached).parameters)
-    if "max_seq_len" not in names:
-        pytest.skip(f"flashinfer {release}'s sizer takes no max_seq_len: its key is the arguments as they are")
+    names = max_seq_len_names(uncached, release, "sizer")
     rng = random.Random(7)
     accepted = crossings = attempts = lowered = 0
     while accepted < SAMPLES and attempts < 50 * SAMPLES:  # rejected tuples are compared too, not counted
@@ -308,9 +315,7 @@ def test_sizer_depends_on_max_seq_len_only_through_its_nonempty_split_count(fi_c
     0.7.2.post1 on included: up to 300 active blocks at batch size 1)."""
     spec = CUTE_DSL_SPLIT_KV
     uncached = getattr(importlib.import_module(spec.module), spec.name).__wrapped__
-    names = list(inspect.signature(uncached).parameters)
-    if "max_seq_len" not in names:
-        pytest.skip(f"flashinfer {release}'s sizer takes no max_seq_len: its key is the arguments as they are")
+    names = max_seq_len_names(uncached, release, "sizer")
     key = split_count_key(ArgumentLayout.of(uncached), uncached)
     rng = random.Random(11)
     accepted = lowered = attempts = 0
@@ -352,9 +357,7 @@ def test_batch_cap_depends_on_max_seq_len_only_through_the_k_tile_count(fi_cpu_h
     K-tile ceiling; small workspaces make the cap follow the K-tile count, so
     the comparison is not vacuous (``crossings``)."""
     search = getattr(core, CUTE_DSL_BATCH_CAP.name)
-    names = list(inspect.signature(search).parameters)
-    if "max_seq_len" not in names:
-        pytest.skip(f"flashinfer {release}'s batch cap takes no max_seq_len: its key is the arguments as they are")
+    names = max_seq_len_names(search, release, "batch cap")
     rng = random.Random(11)
     crossings = lowered = 0
     samples = SAMPLES // 4  # each search runs about 13 sizer steps
@@ -387,9 +390,7 @@ def test_batch_cap_at_the_saturated_length_stands_for_every_length_past_its_prob
     search on both sides; small workspaces and huge SM counts make the probes split the K tiles
     (``accepted`` counts the lengths the shortcut took, ``refused`` those it sent to the search)."""
     search = getattr(core, CUTE_DSL_BATCH_CAP.name)
-    names = list(inspect.signature(search).parameters)
-    if "max_seq_len" not in names:
-        pytest.skip(f"flashinfer {release}'s batch cap takes no max_seq_len: its key is the arguments as they are")
+    names = max_seq_len_names(search, release, "batch cap")
     rng = random.Random(13)
     accepted = refused = 0
     for _ in range(SAMPLES // 4):
