@@ -237,8 +237,15 @@ def behaviour(fake) -> object:
         return repr(exc)
 
 
+@pytest.fixture
+def by_name_only(monkeypatch):
+    """The runtime watch off: what fi_compat does with a row from its name alone (with the
+    watch on, a memo missing by name is the watch's to measure: test_a_memo_missing_by_name_...)."""
+    monkeypatch.setenv("FI_COMPAT_WATCH", "off")
+
+
 @pytest.mark.parametrize("row,case", DRIFT_CASES)
-def test_strict_mode_raises_a_typed_error_and_installs_nothing(row, case, tmp_path):
+def test_strict_mode_raises_a_typed_error_and_installs_nothing(row, case, tmp_path, by_name_only):
     drift = DRIFTS[row][case]
     release = DRIFT_RELEASE[row]
     with loaded_release(release, tmp_path, drifts=(drift,)):
@@ -255,7 +262,7 @@ def test_strict_mode_raises_a_typed_error_and_installs_nothing(row, case, tmp_pa
 
 
 @pytest.mark.parametrize("row,case", DRIFT_CASES)
-def test_default_mode_warns_once_and_leaves_that_function_alone(row, case, tmp_path, caplog):
+def test_default_mode_warns_once_and_leaves_that_function_alone(row, case, tmp_path, caplog, by_name_only):
     drift = DRIFTS[row][case]
     release = DRIFT_RELEASE[row]
     with loaded_release(release, tmp_path, drifts=(drift,)) as fake:
@@ -308,7 +315,26 @@ def test_a_memo_whose_parameters_became_positional_only_is_bounded_and_refuses_k
         assert by_keyword() == refused  # ... and still refused by keyword, in flashinfer's words
 
 
-def test_strict_from_the_environment(tmp_path, monkeypatch):
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_memo_missing_by_name_is_left_to_the_runtime_watch_without_a_warning(strict, tmp_path, caplog):
+    """The tuning config gone by name (moved, renamed or removed): no cache fi_compat knows of is
+    left unbounded, and the watch (on by default) bounds or reports whatever grows in its place,
+    so install() says so at INFO and in its notes; no WARNING, no strict error.  The builder, the
+    other rows and the decode function are bounded as before."""
+    with loaded_release("0.6.18", tmp_path, drifts=(DRIFTS["tuning-config"]["vanished"],)):
+        with caplog.at_level(logging.INFO, logger="fi_compat"), warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            state = fi_compat.install(strict=strict)
+        assert not [w for w in seen if issubclass(w.category, UnsupportedReleaseWarning)], [str(w.message) for w in seen]
+        note = "_mla_decode_tuning_config is missing (moved or removed); the runtime watch measures"
+        assert any(note in line for line in state["notes"]), state["notes"]
+        assert any(note in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
+        assert state["state"] == "installed" and state["watch"] is not None
+        rows = {b["name"]: b for b in state["bounds"]}
+        assert rows["tuning-config"]["verdict"] == MISSING and rows["builder"]["patched"]
+
+
+def test_strict_from_the_environment(tmp_path, monkeypatch, by_name_only):
     monkeypatch.setenv("FI_COMPAT_STRICT", "1")
     with loaded_release("0.6.18", tmp_path, drifts=(DRIFTS["tuning-config"]["vanished"],)):
         with pytest.raises(SignatureMismatchError, match="is missing"):

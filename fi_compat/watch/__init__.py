@@ -50,7 +50,7 @@ they keep objects.  When something is due the tick takes one *step*:
   decode path's containers within its first few hundred calls;
 * between full steps, a *reading* of the decode path's own containers only
   (a few dozen sizes: tens of microseconds), at most every
-  :data:`HOT_GAP_S` and within :data:`HOT_DUTY` (0.4 %), so growth that begins
+  :data:`HOT_GAP_S` and within :data:`HOT_DUTY` (0.25 %), so growth that begins
   late, past a 128K context, is seen within a few hundred lengths of its start.
 
 ``benchmarks/watch_overhead.py`` prints the decode host path's time with and
