@@ -5,8 +5,9 @@ Each case is the real flashinfer (0.7.4 or newer) with ONE edit
 closure dict, thread-local dict, per-call list, a ``functools.cache`` only
 lengths past 131,072 reach), the tuning functions moved into
 ``flashinfer/mla/_batch_mla/`` as flashinfer's redesign moves them, moved and
-renamed (no fi_compat row names them), and the good upgrade (renamed and
-bounded with ``lru_cache(maxsize=256)``).  A child process
+renamed (no fi_compat row names them), and the good upgrades (renamed and
+bounded with ``lru_cache(maxsize=256)``; the tuning config's parameters
+positional-only).  A child process
 (``watch_release_driver.py``) drives vLLM's call (backend auto) with 1,500
 new distinct max_seq_len per phase, first with the watch off (the control:
 how much flashinfer's own container grows, read from the container itself),
