@@ -72,6 +72,7 @@ import gc, sys
 from fi_compat import watch
 
 class Due:
+    collected_s = collection_started = 0.0
     def clock(self):
         return 1.0
     def due(self, now):

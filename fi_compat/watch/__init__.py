@@ -137,7 +137,15 @@ _active: Optional[Watch] = None
 
 def _on_collection(phase: str, info: dict[str, Any]) -> None:
     watch = _active
-    if watch is None or phase != "stop" or not watch.due(watch.clock()):
+    if watch is None:
+        return
+    # the collector's own time: a collection that runs inside a step is not the step's work
+    now = watch.clock()
+    if phase == "start":
+        watch.collection_started = now
+        return
+    watch.collected_s += now - watch.collection_started
+    if not watch.due(now):
         return
     # The frame the collection interrupted; none where it ran with no Python
     # frame above the callback (at interpreter exit, or from a C thread).

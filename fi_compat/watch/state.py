@@ -59,6 +59,8 @@ class Watch(Walking, Judging):
         self.next_hot = 0.0  # the next reading of the decode path's own containers
         self.next_due = 0.0  # the earlier of the two: all the heartbeat compares
         self.beats = 0  # steps the builder memo's heartbeat took
+        self.collected_s = 0.0  # time the garbage collector spent (a collection during a step is not the step's)
+        self.collection_started = 0.0
         self.busy = threading.Lock()  # held by the running step; a nested one skips (never waits)
         self.hot_spent = 0.0
         self.roots: deque[tuple[str, Any, int]] = deque()  # level 2: running code's module, 1: its neighbour
@@ -91,7 +93,7 @@ class Watch(Walking, Judging):
         its time has come, else a reading of the decode path's own containers only
         (a few dozen reads: tens of microseconds).  Schedules the next of each so
         both duty cycles hold."""
-        start, start_cpu = self.clock(), time.thread_time()
+        start, start_cpu, collected = self.clock(), time.thread_time(), self.collected_s
         full = start >= self.next_at
         self._sample_stack(frame)
         if full:
@@ -109,11 +111,12 @@ class Watch(Walking, Judging):
             if self._read_sizes(self.clock() + STEP_BUDGET_S / 2):
                 self._judge(self.order)
         end = self.clock()
-        took = end - start
+        in_collector = self.collected_s - collected  # an allocation of the step's ran the collector
+        took = end - start - in_collector
         self.spent += took
         self.steps += 1
         self.longest = max(self.longest, took)
-        self.longest_cpu = max(self.longest_cpu, time.thread_time() - start_cpu)
+        self.longest_cpu = max(self.longest_cpu, time.thread_time() - start_cpu - in_collector)
         if took > STEP_BUDGET_S * 2:
             self.slow_steps.append((round(took * 1e3, 2), self.passes, len(self.order), len(self.roots)))
         if full:
