@@ -2,7 +2,7 @@
 
     python benchmarks/watch_overhead.py [--calls N] [--rounds R]   # needs torch + flashinfer; CPU shim
 
-vLLM's call (backend auto) on distinct max_seq_len values, fi_compat
+vLLM's call (backend auto; ``--layout`` another) on distinct max_seq_len values, fi_compat
 installed, with ``FI_COMPAT_WATCH=off`` against ``bound``, side by side in one
 run (alternating blocks, medians of R), never under tracemalloc:
 
@@ -30,6 +30,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=4000, help="calls per block (default 4000)")
     parser.add_argument("--rounds", type=int, default=5, help="blocks per side (default 5)")
+    parser.add_argument("--layout", default="vllm:auto",
+                        help="engine:backend (default vllm:auto; trtllm:trtllm-gen skips the builder on 0.7.4)")
     args = parser.parse_args()
     import time
 
@@ -45,7 +47,8 @@ def main() -> int:
         import flashinfer.mla
 
         host.recorder.launches = collections.deque(maxlen=2)
-        inputs = workload.make_inputs(torch, "vllm", batch=4, width=8192, page_size=64, num_pages=64)
+        layout, backend = args.layout.split(":")
+        inputs = workload.make_inputs(torch, layout, batch=4, width=8192, page_size=64, num_pages=64)
         counter = iter(range(10**9))
 
         def block(mode: str, steady: bool) -> tuple[float, dict]:
@@ -54,10 +57,12 @@ def main() -> int:
             fi_compat.install()
             if steady and watch.current() is not None:
                 watch.current().spent = watch.STARTUP_ALLOWANCE_S  # the allowance already spent
-            decode = flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
+            mla = flashinfer.mla
             started, started_cpu = time.perf_counter(), time.thread_time()
             for _ in range(args.calls):
-                workload.call("vllm", decode, inputs, 1 + (next(counter) * 7919) % 524287, "auto")
+                # by the module's attribute at each call, as an engine's module-level name is read
+                workload.call(layout, mla.trtllm_batch_decode_with_kv_cache_mla, inputs,
+                              1 + (next(counter) * 7919) % 524287, backend)
             account = watch.report() or {}
             own = account.get("spent_s", 0.0) - (watch.STARTUP_ALLOWANCE_S if steady else 0.0)
             account["own_share"] = own / (time.perf_counter() - started) if account else 0.0
@@ -76,6 +81,8 @@ def main() -> int:
                 on.append(per_call)
                 on_cpu.append(account["cpu_us"])
                 accounts.append(account)
+            pairs = sorted(y / x for x, y in zip(off_cpu, on_cpu))  # adjacent blocks: the machine's drift cancels
+            quartiles = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else pairs * 3
             a, b = statistics.median(off), statistics.median(on)
             ca, cb = statistics.median(off_cpu), statistics.median(on_cpu)
             spent = statistics.median(x["spent_s"] for x in accounts)
@@ -83,11 +90,15 @@ def main() -> int:
             longest_cpu = max(x["longest_step_cpu_ms"] for x in accounts)
             steps = statistics.median(x["steps"] for x in accounts)
             own = statistics.median(x["own_share"] for x in accounts)
-            print(f"{title}: wall: off {a:.1f} us/call, watch on {b:.1f} us/call, ratio {b / a:.4f} "
+            ticks = sorted({x.get("decode_tick", "?") for x in accounts})
+            beats = statistics.median(x.get("heartbeats", 0) for x in accounts)
+            print(f"{args.layout} {title}: decode tick {'/'.join(ticks)}, {beats:.0f} heartbeat steps per block; "
+                  f"wall: off {a:.1f} us/call, watch on {b:.1f} us/call, ratio {b / a:.4f} "
                   f"({(b / a - 1) * 100:+.2f} %); CPU (thread_time): off {ca:.1f}, on {cb:.1f} us/call, "
                   f"ratio {cb / ca:.4f} ({(cb / ca - 1) * 100:+.2f} %); watch per block: {steps:.0f} steps, "
                   f"{spent * 1e3:.1f} ms ({own:.2%} of the block's time), "
-                  f"longest step {longest:.2f} ms wall, {longest_cpu:.2f} ms CPU")
+                  f"longest step {longest:.2f} ms wall, {longest_cpu:.2f} ms CPU; CPU ratio of adjacent blocks: "
+                  f"median {statistics.median(pairs):.4f}, quartiles {quartiles[0]:.4f}-{quartiles[2]:.4f}")
             if not steady:
                 run = args.calls * a / 1e6
                 within = watch.STARTUP_ALLOWANCE_S / (0.01 - watch.DUTY)

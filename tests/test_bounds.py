@@ -127,6 +127,8 @@ KINDS = [
     ("0.6.15", fakes.BUILDER_GAINED_CACHE, "builder", BOUND, "has an unbounded functools cache"),
     ("0.6.18", fakes.CONFIG_BOUNDED_UPSTREAM, "tuning-config", BOUNDED_UPSTREAM, "bounded by flashinfer itself (maxsize 256)"),
     ("0.6.18", fakes.CONFIG_LOST_CACHE, "tuning-config", NO_CACHE, "keeps no cache"),
+    ("0.6.18", fakes.CONFIG_POSITIONAL_ONLY, "tuning-config", BOUND,
+     "became positional-only: fi_compat keys them by position"),
     ("0.6.18", None, "nearest-profile", NO_CACHE, "keeps no cache"),
     ("0.6.15", None, "tuning-config", NOT_IN_RELEASE, "arrived in 0.6.15.post1"),
     ("0.6.17", None, "split-kv-hca", NOT_IN_RELEASE, "arrived in 0.6.18"),
@@ -149,7 +151,8 @@ def test_every_verdict_kind(release, drift, row, kind, words, lookup, tmp_path):
     if kind == MISMATCH:
         assert judged.mismatch is not None and words in judged.mismatch.difference
     if kind in (BOUND, BOUNDED_UPSTREAM, NO_CACHE):
-        assert judged.verified  # every fake release here is a matrix release, every function at home
+        # every fake release here is a matrix release, every function at home; a note is a signature never run
+        assert judged.verified is not bool(judged.note)
 
 
 @pytest.mark.parametrize("lookup", ["live", "source"])
@@ -250,8 +253,15 @@ def behaviour(fake) -> object:
         return repr(exc)
 
 
+@pytest.fixture
+def by_name_only(monkeypatch):
+    """The runtime watch off: what fi_compat does with a row from its name alone (with the
+    watch on, a memo missing by name is the watch's to measure: test_a_memo_missing_by_name_...)."""
+    monkeypatch.setenv("FI_COMPAT_WATCH", "off")
+
+
 @pytest.mark.parametrize("row,case", DRIFT_CASES)
-def test_strict_mode_raises_a_typed_error_and_installs_nothing(row, case, tmp_path):
+def test_strict_mode_raises_a_typed_error_and_installs_nothing(row, case, tmp_path, by_name_only):
     drift = DRIFTS[row][case]
     release = DRIFT_RELEASE[row]
     with loaded_release(release, tmp_path, drifts=(drift,)):
@@ -268,7 +278,7 @@ def test_strict_mode_raises_a_typed_error_and_installs_nothing(row, case, tmp_pa
 
 
 @pytest.mark.parametrize("row,case", DRIFT_CASES)
-def test_default_mode_warns_once_and_leaves_that_function_alone(row, case, tmp_path, caplog):
+def test_default_mode_warns_once_and_leaves_that_function_alone(row, case, tmp_path, caplog, by_name_only):
     drift = DRIFTS[row][case]
     release = DRIFT_RELEASE[row]
     with loaded_release(release, tmp_path, drifts=(drift,)) as fake:
@@ -294,7 +304,53 @@ def test_default_mode_warns_once_and_leaves_that_function_alone(row, case, tmp_p
         assert behaviour(fake) == answered
 
 
-def test_strict_from_the_environment(tmp_path, monkeypatch):
+def test_a_memo_whose_parameters_became_positional_only_is_bounded_and_refuses_keywords_as_before(tmp_path):
+    """flashinfer's builder calls the tuning config positionally: a release that makes its
+    parameters positional-only changes nothing the memo does, so it is bounded (a note, not a
+    WARNING, even under strict), and a call naming one by keyword still raises flashinfer's own
+    TypeError, cached answer or not."""
+    with loaded_release("0.6.18", tmp_path, drifts=(fakes.CONFIG_POSITIONAL_ONLY,)) as fake:
+        answered = behaviour(fake)
+
+        def by_keyword() -> str:
+            with pytest.raises(TypeError) as info:
+                fake.core._mla_decode_tuning_config(buckets=(1,), num_pages=1, profile_seq_len=1)
+            return str(info.value)
+
+        refused = by_keyword()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            state = fi_compat.install(strict=True)
+        assert not [w for w in seen if issubclass(w.category, UnsupportedReleaseWarning)]
+        rows = {b["name"]: b for b in state["bounds"]}
+        assert rows["tuning-config"]["verdict"] == BOUND and rows["tuning-config"]["patched"], rows["tuning-config"]
+        assert "became positional-only" in rows["tuning-config"]["reason"]
+        assert not rows["tuning-config"]["verified"]  # a signature the matrix never ran
+        assert behaviour(fake) == answered == behaviour(fake)  # the second answer from fi_compat's memo
+        fake.core._mla_decode_tuning_config((1,), 1, 1)  # cached positionally ...
+        assert by_keyword() == refused  # ... and still refused by keyword, in flashinfer's words
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_memo_missing_by_name_is_left_to_the_runtime_watch_without_a_warning(strict, tmp_path, caplog):
+    """The tuning config gone by name (moved, renamed or removed): no cache fi_compat knows of is
+    left unbounded, and the watch (on by default) bounds or reports whatever grows in its place,
+    so install() says so at INFO and in its notes; no WARNING, no strict error.  The builder, the
+    other rows and the decode function are bounded as before."""
+    with loaded_release("0.6.18", tmp_path, drifts=(DRIFTS["tuning-config"]["vanished"],)):
+        with caplog.at_level(logging.INFO, logger="fi_compat"), warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            state = fi_compat.install(strict=strict)
+        assert not [w for w in seen if issubclass(w.category, UnsupportedReleaseWarning)], [str(w.message) for w in seen]
+        note = "_mla_decode_tuning_config is missing (moved or removed); the runtime watch measures"
+        assert any(note in line for line in state["notes"]), state["notes"]
+        assert any(note in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
+        assert state["state"] == "installed" and state["watch"] is not None
+        rows = {b["name"]: b for b in state["bounds"]}
+        assert rows["tuning-config"]["verdict"] == MISSING and rows["builder"]["patched"]
+
+
+def test_strict_from_the_environment(tmp_path, monkeypatch, by_name_only):
     monkeypatch.setenv("FI_COMPAT_STRICT", "1")
     with loaded_release("0.6.18", tmp_path, drifts=(DRIFTS["tuning-config"]["vanished"],)):
         with pytest.raises(SignatureMismatchError, match="is missing"):

@@ -72,6 +72,7 @@ import gc, sys
 from fi_compat import watch
 
 class Due:
+    collected_s = collection_started = 0.0
     def clock(self):
         return 1.0
     def due(self, now):
@@ -86,3 +87,30 @@ gc.collect()
     assert done.returncode == 0, done.stderr
     assert "Exception ignored" not in done.stderr and "call stack is not deep enough" not in done.stderr
     assert done.stdout.count("step") >= 1
+
+
+def test_a_step_never_runs_inside_another_and_never_waits():
+    """A collection during a step (or a heartbeat, or a second thread) finds the step running:
+    it is skipped at once (a nested step re-entered the bounding scan's generator: "generator
+    already executing" stopped the watch)."""
+    import threading
+
+    entered: list[str] = []
+    started = watch.start("warn", strict=False, cache_size=256)
+    assert started is not None
+    try:
+        def step(frame):
+            entered.append("step")
+            watch._step(started, None)  # nested, in the same thread: skipped
+            other = threading.Thread(target=watch._step, args=(started, None))
+            other.start()
+            other.join(5)  # another thread: skipped too, without waiting for this step
+            assert not other.is_alive()
+
+        started.step = step
+        watch._step(started, None)
+        assert entered == ["step"] and started.failed is None
+        watch._step(started, None)  # the lock was released: the next step runs
+        assert entered == ["step", "step"]
+    finally:
+        watch.stop()

@@ -15,7 +15,12 @@ equally correct).  Every entry computes its key with
 :func:`fi_compat.adapters.keys.builder_key_of`, the function the generic memo
 uses, so both give the same key for the same call.
 
-Cost of a hit: the key (two shape reads, one tuple) and one lock-free cache
+Each entry is also the runtime watch's heartbeat: one clock reading compared
+with :data:`fi_compat.memo.proxies.WATCH_DUE` per call (about 0.1 us), and the
+watch's step when one is due, so a decode path that builds a tuning config
+needs no pass-through in front of the decode function.
+
+Cost of a hit: the heartbeat, the key (two shape reads, one tuple) and one lock-free cache
 lookup.  A miss, or a call the key cannot take, costs what the generic memo's
 does.  Calls that do not bind raise the ``TypeError`` Python raises for the
 original (same function name, same parameters).
@@ -24,9 +29,12 @@ original (same function name, same parameters).
 from __future__ import annotations
 
 import inspect
+from time import perf_counter as _clock
 from typing import Any, Callable, Optional
 
 from ..memo.cache import MISSING
+from ..memo.proxies import WATCH_DUE as _watch_due
+from ..memo.proxies import WATCH_STEP as _watch_step
 from .keys import builder_key_of
 
 Entry = Callable[..., Any]
@@ -59,6 +67,8 @@ def _entry_0_6_17(
         cp_world=1,
         cp_rank=0,
     ):
+        if _clock() >= _watch_due[0]:  # the runtime watch's heartbeat (fi_compat.memo.proxies.WATCH_DUE)
+            _watch_step[0]()
         if switch.active:
             key = builder_key_of(
                 kv_cache,
@@ -138,6 +148,8 @@ def _entry_0_6_16(
         cute_dsl_impl="auto",
         sinks=None,
     ):
+        if _clock() >= _watch_due[0]:  # the runtime watch's heartbeat (fi_compat.memo.proxies.WATCH_DUE)
+            _watch_step[0]()
         if switch.active:
             key = builder_key_of(
                 kv_cache,
@@ -199,6 +211,8 @@ def _entry_0_6_13(
     def _build_mla_decode_tuning_config(
         kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank, max_seq_len, device
     ):
+        if _clock() >= _watch_due[0]:  # the runtime watch's heartbeat (fi_compat.memo.proxies.WATCH_DUE)
+            _watch_step[0]()
         if switch.active:
             key = builder_key_of(
                 kv_cache,

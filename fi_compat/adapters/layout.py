@@ -37,12 +37,19 @@ class ArgumentLayout:
     ``renamed`` (earlier name -> current name, ``FunctionSpec.earlier_names``)
     makes :attr:`index` find a parameter a release calls by its earlier name
     under its current name too, which is what the keys look up.
+    ``positional_only``: how many leading parameters are positional-only; a call
+    that names one of them by keyword does not bind, as it does not for flashinfer.
     """
 
     def __init__(
-        self, names: Sequence[str], defaults: Mapping[str, Any], renamed: Optional[Mapping[str, str]] = None
+        self,
+        names: Sequence[str],
+        defaults: Mapping[str, Any],
+        renamed: Optional[Mapping[str, str]] = None,
+        positional_only: int = 0,
     ) -> None:
         self.names = tuple(names)
+        self._positional_only = frozenset(self.names[:positional_only])
         self.defaults = dict(defaults)
         self.index = {name: i for i, name in enumerate(self.names)}
         for earlier, current in (renamed or {}).items():
@@ -73,6 +80,7 @@ class ArgumentLayout:
             [p.name for p in parameters],
             {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty},
             renamed,
+            sum(1 for p in parameters if p.kind is inspect.Parameter.POSITIONAL_ONLY),
         )
 
     def complete(self, args: tuple, kwargs: dict) -> Optional[tuple]:
@@ -91,8 +99,8 @@ class ArgumentLayout:
             return None
         rest = self.names[count:]
         given = set(keywords)
-        if not given <= set(rest) or len(given) != len(keywords):
-            return None  # unknown keyword, or one already given positionally
+        if not given <= set(rest) or len(given) != len(keywords) or given & self._positional_only:
+            return None  # unknown keyword, one already given positionally, or a positional-only one
         if not all(name in given or name in self.defaults for name in rest):
             return None  # a required parameter is missing
         if not rest:

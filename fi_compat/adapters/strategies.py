@@ -54,6 +54,14 @@ class KeyStrategy:
     proxy: Optional[ProxyFactory] = None
     asks_function: bool = False
 
+    @property
+    def calls_as_called(self) -> bool:
+        """A miss calls flashinfer with the caller's own arguments (or the key's values,
+        positionally), and the memo takes no signature of its own: parameters that became
+        positional-only change nothing for it (its layout refuses them by keyword, as flashinfer
+        does).  The builder's strategies (own signature, keyword translation) do not."""
+        return self.proxy is None and not self.fast_entry and self.miss_arguments is None
+
 
 def _fresh_builder_arguments(layout: ArgumentLayout) -> Optional[Callable[[tuple[Any, ...]], tuple[Any, ...]]]:
     """Builders without a ``cute_dsl_impl`` parameter (0.6.13 - 0.6.15.post1) use

@@ -195,7 +195,7 @@ def mla_decode(*args: Any, max_seq_len_policy: Optional[str] = None, **kwargs: A
 
     Cost: a few dict/set operations over a direct call
     (``benchmarks/decode_overhead.py``); the common path is inlined here up
-    to :meth:`~fi_compat.binding.Binding.invoke`, which this and
+    to :meth:`~fi_compat.calls.binding.Binding.invoke`, which this and
     :func:`build_mla_decode_tuning_config` share.
     """
     binding = _mappings.get(DECODE_KIND)

@@ -231,7 +231,8 @@ def _activate() -> None:
     plan = Plan()
     find = lookup.runtime_lookup(_version())
     judged = judge_release(find, _version(), _cache_size())
-    problems = judged.problems
+    decode_found = judged.call_api is None or judged.call_api.found is not None
+    problems = runtime_report.left_to_the_watch(judged.problems, _state.settings["watch"].value, _state, decode_found)
     _state.verdicts, _state.waiting = {v.bound.name: v for v in judged.rows}, {}
     for verdict in judged.rows:
         waited = lazy_rows.waits_for(verdict, find)
@@ -280,6 +281,7 @@ def _activate_module(module_name: str) -> None:
     """Judge again, live, every row waiting for ``module_name``, now imported, and
     patch those to bound.  Lock held."""
     plan, problems, bound_now = lazy_rows.rejudge(_state, module_name, _version(), _cache_size())
+    problems = runtime_report.left_to_the_watch(problems, _state.settings["watch"].value, _state, True)
     if problems and _strict():
         raise strict_error(problems, _state.release)
     assert _state.installation is not None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Optional
 
-from ..verdict.judgement import BOUND, Verdict
+from ..verdict.judgement import BOUND, MISSING, Verdict
 from ..errors import (
     SignatureMismatchError,
     UnsupportedReleaseError,
@@ -72,6 +72,29 @@ def report(problems: list[Verdict], state: State) -> None:
         state.messages.append(f"flashinfer {state.release}: {v.reason}")
     for category, message, cause in warnings_for(problems + others, state.release, state.waiting):
         warn(message, category, cause)
+
+
+def left_to_the_watch(problems: list[Verdict], watch_mode: str, state: State, decode_found: bool) -> list[Verdict]:
+    """The problems still to warn about (or, strict, to raise), without the rows the runtime
+    watch measures instead.
+
+    A memo row whose function is missing by name (moved, renamed or removed) leaves no cache
+    fi_compat knows of unbounded: with the watch on, a memo that grows in its place is bounded
+    (``bound``) or reported (``warn``) whatever its name, and one flashinfer bounds or dropped is
+    silent, as its memory is.  So it is an INFO line and a note, not a WARNING, and no strict
+    error (strict still raises for growth the watch cannot bound).  The builder, which fi_compat
+    memoizes where flashinfer builds a fresh config per call, runs as flashinfer wrote it then:
+    as fast as flashinfer alone.  With the watch off, and where the decode function is missing
+    too (the watch starts from its module), it stays a problem."""
+    if watch_mode == "off" or not decode_found:
+        return problems
+    watched = [v for v in problems if v.kind == MISSING]
+    for v in watched:
+        note = f"flashinfer {state.release}: {v.reason}; the runtime watch measures flashinfer's memory instead"
+        if note not in state.messages:
+            state.messages.append(note)
+            logger.info("fi_compat: %s", note)
+    return [v for v in problems if v not in watched]
 
 
 def note_effectively_unbounded(rows: Iterable[Verdict]) -> None:

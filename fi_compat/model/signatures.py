@@ -65,6 +65,13 @@ class Mismatch:
     found: Optional[FoundFunction]
     difference: str
     problems: tuple[str, ...] = field(default=())
+    positional_only: tuple[str, ...] = field(default=())  # the parameters that became positional-only
+
+    @property
+    def only_positional_only(self) -> bool:
+        """Every difference is a parameter that became positional-only: callers that pass it
+        positionally (flashinfer's own, for a memo it calls) see the same function."""
+        return bool(self.problems) and len(self.problems) == len(self.positional_only)
 
     @property
     def expected(self) -> list[str]:
@@ -102,6 +109,7 @@ def compare(
     if release is not None:
         spec = spec.named_in(release)
     problems: list[str] = []
+    positional_only: list[str] = []
     known = {p.name: p for p in spec.params}
     found_names = [p.name for p in found.params]
     missing = [p.name for p in spec.params if p.required and p.name not in found_names]
@@ -116,6 +124,8 @@ def compare(
             problems.append(f"gained {state} parameter {param.name!r}")
     for param in found.params:
         if param.kind == POSITIONAL_ONLY:
+            if param.name in known:
+                positional_only.append(param.name)
             problems.append(f"parameter {param.name!r} became positional-only")
         elif param.kind == KEYWORD_ONLY:
             # Callers (TensorRT-LLM passes 16 positional arguments) and the
@@ -131,4 +141,4 @@ def compare(
         problems.append("parameters are in a different order")
     if not problems:
         return None
-    return Mismatch(spec, found, "; ".join(problems), tuple(problems))
+    return Mismatch(spec, found, "; ".join(problems), tuple(problems), tuple(positional_only))

@@ -28,7 +28,7 @@ verified range, and the function sits where the spec says; otherwise a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Callable, Optional
 
@@ -63,6 +63,7 @@ class Verdict:
     verified: bool = False
     found: Optional[Found] = None
     mismatch: Optional[Mismatch] = None
+    note: str = ""  # a difference from the spec that changes nothing fi_compat does (a note, not a problem)
 
     @property
     def problem(self) -> bool:
@@ -121,15 +122,30 @@ def judge(
             bound, MISSING, f"{qualname} is missing (moved or removed)", mismatch=compare(bound.spec, None, release)
         )
     mismatch = compare(bound.spec, found.function, release)
-    if mismatch is not None:
+    note = ""
+    if mismatch is not None and mismatch.only_positional_only and bound.strategy.calls_as_called:
+        # flashinfer's callers of a memo it calls pass these positionally; fi_compat's memo keys
+        # them by position and calls flashinfer as it was called, so the bound is the same
+        note = f"{mismatch.difference}: fi_compat keys them by position, as flashinfer's callers pass them"
+    elif mismatch is not None:
         return Verdict(bound, MISMATCH, mismatch.describe(), found=found, mismatch=mismatch)
     where = f" (found in {found.defined_in}, moved from {bound.spec.module})" if found.moved else ""
+    if note:
+        where = f"{where}; {note}"
     verified = (
-        release is not None
+        not note
+        and release is not None
         and _ran_in_matrix(release)
         and bound.verified.contains(release, prereleases=False)
         and not found.moved
     )
+    verdict = _memo_verdict(bound, found, where, verified, cache_size)
+    return replace(verdict, note=note) if note else verdict
+
+
+def _memo_verdict(bound: Bound, found: Found, where: str, verified: bool, cache_size: int) -> Verdict:
+    """The verdict on a row whose function fits its spec, from the memo flashinfer keeps there."""
+    qualname = bound.spec.qualname
     if found.memo == BOUNDED and bound.replace_bounded:
         return Verdict(
             bound,
@@ -290,7 +306,7 @@ def decide(static: ReleaseVerdict, measured: Optional[Measured] = None) -> Decis
 
 
 def _static_parts(static: ReleaseVerdict) -> list[str]:
-    parts = [v.reason for v in static.problems]
+    parts = [v.reason for v in static.problems] + [v.note for v in static.rows if v.note]
     if static.call_api is not None:
         parts.append(f"call API: {static.call_api.describe()}")
     return parts

@@ -1,18 +1,18 @@
 """The runtime watch: per-request growth in flashinfer's memory, whatever its name.
 
-Every bound in :mod:`fi_compat.bounds` hangs on a name; a memo flashinfer
+Every bound in :mod:`fi_compat.verdict.bounds` hangs on a name; a memo flashinfer
 renames, moves or writes by hand escapes them all.  The watch looks at
 behaviour instead.  After :func:`fi_compat.install` it finds the containers
 flashinfer's modules hold (``functools`` caches, dicts, sets, lists,
 ``threading.local`` attributes, closure cells, instance and class attributes:
-the links :mod:`fi_compat.memo_walk` follows), reads their sizes again and
+the links :mod:`fi_compat.counting.memo_walk` follows), reads their sizes again and
 again, and when one keeps growing:
 
 * a ``functools``-style memo with no bound (``functools.cache``,
   ``lru_cache(None)``) that no row names is bounded where it is bound (every
   attribute of a loaded flashinfer module holding it, a class attribute under
   its ``staticmethod``/``classmethod``, a decorator's closure cell or
-  ``__wrapped__``): a memo of :func:`fi_compat.proxies.memoized_function` with
+  ``__wrapped__``): a memo of :func:`fi_compat.memo.proxies.memoized_function` with
   the same name, signature and ``functools`` API, an LRU of ``cache_size``
   entries keyed on the call's arguments as they are;
   ``uninstall()`` restores the original.  One WARNING says so: module,
@@ -28,15 +28,20 @@ again, and when one keeps growing:
 Setting: ``FI_COMPAT_WATCH`` = ``bound`` (default), ``warn`` (report, change
 nothing) or ``off`` (no callback is registered).
 
-How it runs, and what it costs: no thread.  Two ticks drive it, in whatever
-thread is running: a pass-through in front of the decode function at every
-module attribute that holds it outside its home module (``flashinfer.mla``,
-``flashinfer.decode``, an engine's own ``from flashinfer... import``; a plain
-function with the decode function's own parameters that compares one float per
-call, about 0.3-0.9 us on the project's loaded 2-core CPU), and the garbage
-collector (:data:`gc.callbacks`), whose collections flashinfer's growing
-memos trigger as they keep objects.  When something is due the tick takes one
-*step*:
+How it runs, and what it costs: no thread.  Three ticks drive it, in whatever
+thread is running: the builder memo's *heartbeat* (fi_compat's memo of the
+tuning-config builder, which flashinfer calls once per decode wherever it builds
+a config, compares one clock reading per call with
+:data:`fi_compat.memo.proxies.WATCH_DUE`: about 0.1 us); a pass-through in front of
+the decode function at every module attribute that holds it outside its home
+module (``flashinfer.mla``, ``flashinfer.decode``, an engine's own ``from
+flashinfer... import``; a plain function with the decode function's own
+parameters, 0.3-0.9 us a call on the project's loaded 2-core CPU), which takes a
+due step only :data:`TICK_LATE_S` late and is taken out once the heartbeat has
+taken :data:`BEATS_TO_RETIRE_TICK` steps (so it stays only on a path that builds
+no config: TensorRT-LLM's trtllm-gen call on 0.7.4); and the garbage collector
+(:data:`gc.callbacks`), whose collections flashinfer's growing memos trigger as
+they keep objects.  When something is due the tick takes one *step*:
 
 * a *full step*: at most :data:`STEP_BUDGET_S` (2 ms) of work, scheduled so
   the watch's total stays within :data:`DUTY` (0.2 %) of the time since it
@@ -45,7 +50,7 @@ memos trigger as they keep objects.  When something is due the tick takes one
   decode path's containers within its first few hundred calls;
 * between full steps, a *reading* of the decode path's own containers only
   (a few dozen sizes: tens of microseconds), at most every
-  :data:`HOT_GAP_S` and within :data:`HOT_DUTY` (0.4 %), so growth that begins
+  :data:`HOT_GAP_S` and within :data:`HOT_DUTY` (0.25 %), so growth that begins
   late, past a 128K context, is seen within a few hundred lengths of its start.
 
 ``benchmarks/watch_overhead.py`` prints the decode host path's time with and
@@ -83,16 +88,18 @@ from __future__ import annotations
 
 import gc
 import sys
+import time
 from typing import Any, Callable, Optional
 
 from ..adapters.base import Plan, PatchStep
 from ..lookup import import_hooks
 from ..lookup.modules import every_loaded, loaded
-from ..memo.proxies import FiCompatProxy, _Switch
+from ..memo.proxies import WATCH_DUE, WATCH_STEP, FiCompatProxy, _Switch
 from ..model.specs import CORE_MODULE, DECODE
 from .bounding import bounding_plan as bounding_plan
 from .bounding import holders as holders
 from .records import (
+    BEATS_TO_RETIRE_TICK as BEATS_TO_RETIRE_TICK,
     DEFAULT_MODE as DEFAULT_MODE,
     DUTY as DUTY,
     FIRST_REWALK_S as FIRST_REWALK_S,
@@ -109,6 +116,7 @@ from .records import (
     STARTUP_ALLOWANCE_S as STARTUP_ALLOWANCE_S,
     STARTUP_DUTY as STARTUP_DUTY,
     STEP_BUDGET_S as STEP_BUDGET_S,
+    TICK_LATE_S as TICK_LATE_S,
     Finding as Finding,
     Tracked as Tracked,
     _flashinfer,
@@ -117,7 +125,7 @@ from .records import (
 from .records import _functools_keys as _functools_keys
 from .records import _parameter_names as _parameter_names
 from .records import varying_positions as varying_positions
-from .state import _NEXT_DUE
+from .state import TICK_DUE
 from .state import Watch as Watch
 from .tick import _fast_tick
 
@@ -129,7 +137,15 @@ _active: Optional[Watch] = None
 
 def _on_collection(phase: str, info: dict[str, Any]) -> None:
     watch = _active
-    if watch is None or phase != "stop" or not watch.due(watch.clock()):
+    if watch is None:
+        return
+    # the collector's own time: a collection that runs inside a step is not the step's work
+    now = watch.clock()
+    if phase == "start":
+        watch.collection_started = now
+        return
+    watch.collected_s += now - watch.collection_started
+    if not watch.due(now):
         return
     # The frame the collection interrupted; none where it ran with no Python
     # frame above the callback (at interpreter exit, or from a C thread).
@@ -139,7 +155,11 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
 
 def _step(watch: Watch, frame: Any) -> None:
     """One step; a failure stops the watch (it never breaks the program it
-    watches) with one WARNING, since growth then goes unseen."""
+    watches) with one WARNING, since growth then goes unseen.  A step never runs
+    inside another (a collection or a heartbeat during a step, or a second thread):
+    the later one is skipped, without waiting."""
+    if not watch.busy.acquire(blocking=False):
+        return
     try:
         watch.step(frame)
     except Exception as exc:  # noqa: BLE001
@@ -149,10 +169,17 @@ def _step(watch: Watch, frame: Any) -> None:
         )
         logger.debug("fi_compat: the watch's failure", exc_info=True)
         stop_collecting()
+    finally:
+        watch.busy.release()
+
+
+def _nothing() -> None:
+    pass
 
 
 def stop_collecting() -> None:
-    _NEXT_DUE[0] = float("inf")
+    WATCH_DUE[0] = TICK_DUE[0] = float("inf")
+    WATCH_STEP[0] = _nothing
     try:
         gc.callbacks.remove(_on_collection)
     except ValueError:
@@ -175,22 +202,44 @@ class _Tick(FiCompatProxy):
 
     def __init__(self, decode: Callable[..., Any]) -> None:
         def call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            watch = _active
-            if watch is not None and watch.clock() >= watch.next_due:
-                _on_decode(None)  # the frames above a decode call are the engine's: nothing to sample
+            if _active is not None and time.perf_counter() >= TICK_DUE[0]:
+                _due_step()
             return wrapped(*args, **kwargs)
 
         super().__init__(decode, call, _Switch())
 
 
 def _due_step() -> None:
+    """The decode tick's step (taken :data:`TICK_LATE_S` late: a heartbeat takes it first)."""
     watch = _active
-    if watch is not None and watch.clock() >= watch.next_due:
-        # An import caught in the microseconds before its module entered sys.modules
-        # (1 race round in 1,000 on 0.7.4) reports its end here at the latest: a
-        # decode call is outside any import, so its hooks may run (nothing when none waits).
-        import_hooks.settle()
-        _on_decode(None)  # the frames above a decode call are the engine's: nothing to sample
+    if watch is not None and watch.clock() >= TICK_DUE[0]:
+        _decode_step(watch)
+
+
+def _beat() -> None:
+    """The heartbeat's step (the builder's memo, inside a decode call: WATCH_STEP).  Once
+    it has taken :data:`BEATS_TO_RETIRE_TICK` steps the decode tick is taken out: this
+    decode path beats on its own, and the tick's pass-through is the watch's largest
+    per-call cost."""
+    watch = _active
+    if watch is None or not watch.due(watch.clock()):
+        return
+    _decode_step(watch)
+    watch.beats += 1
+    if watch.beats == BEATS_TO_RETIRE_TICK and watch.ticking.patched():
+        left = watch.ticking.remove()
+        logger.debug(
+            "fi_compat: the builder's memo beats on this decode path: the decode tick retired%s",
+            f" ({'; '.join(left)})" if left else "",
+        )
+
+
+def _decode_step(watch: Watch) -> None:
+    # An import caught in the microseconds before its module entered sys.modules
+    # (1 race round in 1,000 on 0.7.4) reports its end here at the latest: a
+    # decode call is outside any import, so its hooks may run (nothing when none waits).
+    import_hooks.settle()
+    _on_decode(None)  # the frames above a decode call are the engine's: nothing to sample
 
 
 def _tick_plan() -> Plan:
@@ -234,10 +283,11 @@ def start(mode: str, strict: bool, cache_size: int, on_error: Optional[Callable[
     if mode == "off":
         return None
     watch = _active = Watch(mode, strict, cache_size, on_error=on_error)
-    _NEXT_DUE[0] = 0.0
+    WATCH_DUE[0] = TICK_DUE[0] = 0.0
+    WATCH_STEP[0] = _beat
     watch._queue_module(CORE_MODULE, 2)  # the decode path's own module first; every other one follows
     try:
-        watch.installation.apply(_tick_plan())
+        watch.ticking.apply(_tick_plan())
     except Exception as exc:  # noqa: BLE001  (no tick from decode: the collector's still comes)
         logger.debug("fi_compat: the watch has no decode tick: %s", exc)
     gc.callbacks.append(_on_collection)
@@ -249,7 +299,7 @@ def stop() -> list[str]:
     global _active
     stop_collecting()
     watch, _active = _active, None
-    return [] if watch is None else watch.installation.remove()
+    return [] if watch is None else watch.ticking.remove() + watch.installation.remove()
 
 
 def current() -> Optional[Watch]:

@@ -58,7 +58,7 @@ def holders(cache: Any) -> Iterator[Optional[tuple[Any, str, Any]]]:
 def bounding_plan(cache: Any, cache_size: int, name: str, found: Optional[list[tuple[Any, str, Any]]] = None) -> Plan:
     """The plan that puts ``cache`` (a ``functools`` cache without a bound) behind a
     bounded memo at every place :func:`holders` finds (or at ``found``, what it
-    found): a :func:`fi_compat.proxies.memoized_function` with the original's
+    found): a :func:`fi_compat.memo.proxies.memoized_function` with the original's
     name and signature, an LRU of ``cache_size`` entries keyed on the call's
     arguments as they are; a class attribute gets the same descriptor back.
     Applying it releases what ``cache`` holds.  Empty when nothing holds it."""

@@ -33,9 +33,14 @@ STARTUP_ALLOWANCE_S = 0.1
 #: ... spent at most at this share of the time (a step, then four steps' time without one).
 STARTUP_DUTY = 0.2
 #: Readings of the decode path's own containers (between full steps) take at most this share ...
-HOT_DUTY = 0.004
+HOT_DUTY = 0.0025
 #: ... and come at most this often.
 HOT_GAP_S = 0.005
+#: The decode tick waits this long past a due step for the builder memo's heartbeat to take it ...
+TICK_LATE_S = 0.002
+#: ... and once the heartbeat has taken this many, the tick (a pass-through: the watch's largest
+#: per-call cost) is taken out; the heartbeat and the collector drive the watch from then on.
+BEATS_TO_RETIRE_TICK = 3
 #: A container is growing when it gained this many entries since first read ...
 MIN_GROWTH = 128
 #: ... and grew in each of its last RISES readings.

@@ -7,11 +7,13 @@ report); the walk and the verdicts are its mixins, :mod:`.walk` and :mod:`.judgi
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from typing import Any, Callable, Optional
 
 from ..adapters.base import Installation
+from ..memo.proxies import WATCH_DUE
 from .bounding import _Bounding
 from .judging import Judging
 from .records import (
@@ -22,14 +24,17 @@ from .records import (
     STARTUP_ALLOWANCE_S,
     STARTUP_DUTY,
     STEP_BUDGET_S,
+    TICK_LATE_S,
     Finding,
     Tracked,
     _read,
 )
 from .walk import Walking
 
-#: When the running watch wants its next step (``inf``: none running): all a decode call's tick reads.
-_NEXT_DUE = [float("inf")]
+#: When the decode tick takes a step (``inf``: none running): :data:`TICK_LATE_S` after the
+#: heartbeat's time (:data:`fi_compat.memo.proxies.WATCH_DUE`), so wherever the builder's memo beats
+#: (inside the decode call) it takes the step first, and the watch can retire the tick.
+TICK_DUE = [float("inf")]
 
 
 class Watch(Walking, Judging):
@@ -52,7 +57,11 @@ class Watch(Walking, Judging):
         self.longest_cpu = 0.0  # the same step's CPU time: on a loaded host, wall time counts being descheduled
         self.next_at = 0.0  # the next full step
         self.next_hot = 0.0  # the next reading of the decode path's own containers
-        self.next_due = 0.0  # the earlier of the two: all a decode call compares
+        self.next_due = 0.0  # the earlier of the two: all the heartbeat compares
+        self.beats = 0  # steps the builder memo's heartbeat took
+        self.collected_s = 0.0  # time the garbage collector spent (a collection during a step is not the step's)
+        self.collection_started = 0.0
+        self.busy = threading.Lock()  # held by the running step; a nested one skips (never waits)
         self.hot_spent = 0.0
         self.roots: deque[tuple[str, Any, int]] = deque()  # level 2: running code's module, 1: its neighbour
         self.rooted: set[int] = set()  # modules (by id) queued or walked this pass
@@ -68,7 +77,8 @@ class Watch(Walking, Judging):
         self.rewalk_gap = FIRST_REWALK_S
         self.findings: list[Finding] = []
         self.bounding: deque[_Bounding] = deque()
-        self.installation = Installation()
+        self.installation = Installation()  # the memos the watch bounded
+        self.ticking = Installation()  # the decode tick, until the heartbeat makes it needless
         self.error: Optional[BaseException] = None
         self.failed: Optional[str] = None
         self.slow_steps: list[tuple[float, int, int, int]] = []
@@ -83,7 +93,7 @@ class Watch(Walking, Judging):
         its time has come, else a reading of the decode path's own containers only
         (a few dozen reads: tens of microseconds).  Schedules the next of each so
         both duty cycles hold."""
-        start, start_cpu = self.clock(), time.thread_time()
+        start, start_cpu, collected = self.clock(), time.thread_time(), self.collected_s
         full = start >= self.next_at
         self._sample_stack(frame)
         if full:
@@ -101,11 +111,12 @@ class Watch(Walking, Judging):
             if self._read_sizes(self.clock() + STEP_BUDGET_S / 2):
                 self._judge(self.order)
         end = self.clock()
-        took = end - start
+        in_collector = self.collected_s - collected  # an allocation of the step's ran the collector
+        took = end - start - in_collector
         self.spent += took
         self.steps += 1
         self.longest = max(self.longest, took)
-        self.longest_cpu = max(self.longest_cpu, time.thread_time() - start_cpu)
+        self.longest_cpu = max(self.longest_cpu, time.thread_time() - start_cpu - in_collector)
         if took > STEP_BUDGET_S * 2:
             self.slow_steps.append((round(took * 1e3, 2), self.passes, len(self.order), len(self.roots)))
         if full:
@@ -120,7 +131,8 @@ class Watch(Walking, Judging):
             self.hot_spent += took
         # a full step's own reading of these is part of its DUTY; a reading alone pays for itself
         self.next_hot = end + max(HOT_GAP_S, (hot_took if full else took) / HOT_DUTY)
-        self.next_due = _NEXT_DUE[0] = min(self.next_at, self.next_hot)
+        self.next_due = WATCH_DUE[0] = min(self.next_at, self.next_hot)
+        TICK_DUE[0] = self.next_due + TICK_LATE_S
 
     # ------------------------------------------------------------------ reading it
 
@@ -137,7 +149,9 @@ class Watch(Walking, Judging):
             "longest_step_ms": round(self.longest * 1e3, 3),
             "longest_step_cpu_ms": round(self.longest_cpu * 1e3, 3),
             "findings": [f.as_dict() for f in self.findings],
-            "patched": self.installation.patched(),  # the decode tick's places, and every memo it bounded
+            "patched": self.installation.patched() + self.ticking.patched(),  # memos it bounded, the decode tick
+            "heartbeats": self.beats,
+            "decode_tick": "in place" if self.ticking.patched() else ("retired" if self.beats else "none"),
             "failed": self.failed,
             "slow_steps": self.slow_steps[:20],
             "error": None if self.error is None else str(self.error),

@@ -11,7 +11,7 @@ import time
 import types
 from typing import Any, Callable, Optional
 
-from .state import _NEXT_DUE
+from .state import TICK_DUE
 
 _VARIADIC = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 
@@ -33,7 +33,7 @@ def _fast_tick(decode: Any, module_name: str, attribute: str, due: Callable[[], 
     defaults = decode.__defaults__ or ()
     first_default = len(positional) - len(defaults)
     kwdefaults = decode.__kwdefaults__ or {}
-    namespace: dict[str, Any] = {"_decode": decode, "_due": due, "_clock": time.perf_counter, "_next": _NEXT_DUE}
+    namespace: dict[str, Any] = {"_decode": decode, "_due": due, "_clock": time.perf_counter, "_next": TICK_DUE}
     header = []
     for index, name in enumerate(positional):
         if index >= first_default:

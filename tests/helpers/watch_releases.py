@@ -17,6 +17,7 @@ each is the shape a release could write by hand:
                     (where flashinfer's redesign keeps them), imported back
 ``moved-renamed``   moved, and both renamed: no fi_compat row names them
 ``renamed-bounded`` moved, renamed and bounded with ``lru_cache(maxsize=256)`` (a good upgrade)
+``positional-only`` the tuning config's parameters positional-only (a good upgrade: its caller passes them so)
 
 :data:`PROBES` says, per edit, how the test reads the growing memory itself
 (entry counts of flashinfer's own container, never fi_compat's statistics).
@@ -85,6 +86,16 @@ def _moved(rename: bool, decorator: str | None) -> Callable[[str], dict[str, str
     return change
 
 
+def _positional_only_config(text: str) -> dict[str, str]:
+    """A ``/`` after the tuning config's last positional parameter."""
+    source = SourceEditor(text)
+    node = source.function(C)
+    last = node.args.defaults[-1] if node.args.defaults else node.args.args[-1]
+    end = source.at(last.end_lineno, last.end_col_offset)
+    source.replace(end, end, ", /")
+    return {CORE_FILE: source.result()}
+
+
 EDITS: dict[str, Edit] = {
     "instance-dict": Edit(
         "instance-dict", "a dict on the AutoTuner instance keyed on (batch, max_seq_len)", DECODE.qualname,
@@ -132,6 +143,9 @@ EDITS: dict[str, Edit] = {
     "renamed-bounded": Edit(
         "renamed-bounded", "moved, renamed and bounded with lru_cache(maxsize=256)", TUNING_CONFIG.qualname,
         _moved(True, "functools.lru_cache(maxsize=256)"), _has_tuning),
+    "positional-only": Edit(
+        "positional-only", "the tuning config's parameters positional-only (its one caller passes them so)",
+        TUNING_CONFIG.qualname, _positional_only_config, lambda text: SourceEditor(text).function(C) is not None),
 }
 
 
@@ -163,4 +177,6 @@ EXPECTED: dict[str, Expectation] = {
     "moved": Expectation(None, None, _functools_size(f"moved.{C}")),
     "moved-renamed": Expectation(RENAMED_CONFIG, "bounded", _functools_size(f"moved.{RENAMED_CONFIG}")),
     "renamed-bounded": Expectation(None, None, _functools_size(f"moved.{RENAMED_CONFIG}")),
+    # fi_compat's row bounds it (flashinfer's callers pass them positionally): nothing grows, nothing said
+    "positional-only": Expectation(None, None, _functools_size(f"core.{C}")),
 }

@@ -5,8 +5,9 @@ Each case is the real flashinfer (0.7.4 or newer) with ONE edit
 closure dict, thread-local dict, per-call list, a ``functools.cache`` only
 lengths past 131,072 reach), the tuning functions moved into
 ``flashinfer/mla/_batch_mla/`` as flashinfer's redesign moves them, moved and
-renamed (no fi_compat row names them), and the good upgrade (renamed and
-bounded with ``lru_cache(maxsize=256)``).  A child process
+renamed (no fi_compat row names them), and the good upgrades (renamed and
+bounded with ``lru_cache(maxsize=256)``; the tuning config's parameters
+positional-only).  A child process
 (``watch_release_driver.py``) drives vLLM's call (backend auto) with 1,500
 new distinct max_seq_len per phase, first with the watch off (the control:
 how much flashinfer's own container grows, read from the container itself),
@@ -86,6 +87,8 @@ def test_the_verdict_is_the_one_memory_gives(watched):
     control, during = report["control"], report["watched"]
     findings = report["status"]["watch"]["findings"]
     growth_warnings = [w["message"] for w in report["warnings"] if w["category"] == "UnboundedGrowthWarning"]
+    # a memo moved or renamed away from its row is the watch's to measure: no by-name alarm at install
+    assert [w for w in report["warnings"] if w["category"] == "UnsupportedReleaseWarning"] == [], report["warnings"]
     if expected.container is None:
         # flashinfer's memory stays bounded (rows, or its own LRU): the watch says nothing
         assert all(phase["after"] <= CACHE_SIZE for phase in control + during), (control, during)
@@ -129,6 +132,35 @@ def test_strict_raises_the_typed_error_at_the_next_fi_compat_call(tmp_path, requ
     assert report["grew"] >= 0.9 * LENGTHS, report  # measured: the set grew by one entry per length
     assert report["raised"] == "UnboundedGrowthError", report
     assert report["paths"] == ["flashinfer.mla._core._SEEN_BATCH_LENGTHS"], report
+
+
+@pytest.mark.parametrize("edit", ["moved-renamed", "module-set"])
+def test_warn_mode_reports_the_same_growth_and_changes_nothing(edit, tmp_path, request):
+    """``FI_COMPAT_WATCH=warn``: the memo bound mode bounds (moved-renamed's functools cache)
+    and the container it names (a module-level set) are both reported in one WARNING each,
+    within the same 1,000 lengths, and flashinfer is left as it is: the memo keeps growing."""
+    base = _base()
+    if Version(base) < FROM_RELEASE:
+        pytest.skip(f"the watch's releases are edited from {FROM_RELEASE} or newer; this is {base}")
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork (the run's fork server)")
+    release = drift.build_site(watch_releases.EDITS[edit], tmp_path, version=f"{Version(base).base_version}.post0.dev950")
+    out = tmp_path / "warn.json"
+    request.getfixturevalue("fork_server").run(release.site, "watch_release_driver:run", timeout=300,
+                                               out=str(out), edit=edit, lengths=LENGTHS, mode="warn")
+    report = json.loads(out.read_text())
+    expected = watch_releases.EXPECTED[edit]
+    during = report["watched"][-1]
+    assert _grew(report["control"][-1]) >= 0.9 * LENGTHS, report["control"]
+    (finding,) = [f for f in report["status"]["watch"]["findings"] if expected.container in f["path"]]
+    assert finding["action"] == "warned" and finding["patched"] == [], finding
+    assert during["found_at"] is not None and during["found_at"] <= DETECTED_WITHIN, during
+    assert _grew(during) >= 0.9 * LENGTHS, during  # reported, not changed: it still grows
+    growth = [w["message"] for w in report["warnings"] if w["category"] == "UnboundedGrowthWarning"]
+    (message,) = [m for m in growth if expected.container.split(".")[-1] in m]
+    assert "changed nothing (FI_COMPAT_WATCH=warn)" in message, message
+    assert report["status"]["watch"]["patched"] == [] or all(
+        "decode" in place for place in report["status"]["watch"]["patched"]), report["status"]["watch"]["patched"]
 
 
 def test_uninstall_restores_what_the_watch_bounded(watched):

@@ -7,7 +7,7 @@ values through vLLM's call (backend auto) of the real decode host path:
 
 ``control``  fi_compat installed with ``FI_COMPAT_WATCH=off``: how much the edit's
              container grows (read by the edit's probe: flashinfer's own entries);
-``watched``  installed again with the watch on (``bound``): when it reported the
+``watched``  installed again with the watch on (``mode``: ``bound``, or ``warn``): when it reported the
              container (the call index), what it did, its warnings, and the
              container's entries at the end.
 
@@ -30,11 +30,12 @@ def _lengths(count: int, low: int, high: int, seed: int) -> list[int]:
     return random.Random(seed).sample(range(low, high), count)
 
 
-def main(out: str, edit: str, lengths: int) -> int:
+def main(out: str, edit: str, lengths: int, mode: str = "bound") -> int:
     import torch
 
     import fi_compat
     from fi_compat import watch
+    from fi_compat.installing import installer
     from fi_compat.workload import cpu_host
     from fi_compat.workload import workload
 
@@ -80,8 +81,8 @@ def main(out: str, edit: str, lengths: int) -> int:
         os.environ["FI_COMPAT_WATCH"] = "off"
         fi_compat.install()
         report["control"] = [drive("control", values, None) for values in phase_lengths(1)]
-        fi_compat.uninstall()
-        os.environ["FI_COMPAT_WATCH"] = "bound"
+        installer.reset()  # the watched install warns as a fresh process would (once per cause)
+        os.environ["FI_COMPAT_WATCH"] = mode
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fi_compat.install()
@@ -146,9 +147,9 @@ def strict(out: str, edit: str, lengths: int) -> int:
     return 0
 
 
-def run(out: str, edit: str, lengths: int) -> int:
+def run(out: str, edit: str, lengths: int, mode: str = "bound") -> int:
     """``main`` in a child of the fork server (tests/matrix/conftest.py's ``fork_server``)."""
-    return main(out, edit, lengths)
+    return main(out, edit, lengths, mode)
 
 
 if __name__ == "__main__":
