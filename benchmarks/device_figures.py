@@ -7,7 +7,8 @@ plus this interpreter's site-packages, as ``scripts/run_gpu_matrix.py`` does),
 flashinfer and its import dependencies from the offline wheelhouse
 (``--no-index --no-deps``), fi_compat from this checkout; then
 ``benchmarks/config_path.py --host cuda --breakdown`` and
-``benchmarks/decode_host_path.py --host cuda`` in it.  ``--host cuda`` uses the
+``benchmarks/decode_host_path.py --host cuda`` in it, then
+``benchmarks/watch_overhead.py`` (CPU shim) for each of ``--watch-layouts``.  ``--host cuda`` uses the
 real torch, device and CUDA tensors, and records kernel launches instead of
 making them (an H200 cannot run the SM100 MLA kernels).
 
@@ -70,6 +71,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--config-calls", type=int, default=20_000)
     parser.add_argument("--steps", type=int, default=1000, help="decode_host_path's timed calls per combination")
+    parser.add_argument("--watch-layouts", nargs="*", default=["vllm:auto", "sglang:auto", "trtllm:trtllm-gen"],
+                        help="benchmarks/watch_overhead.py's --layout for each run (CPU shim; none: skip it)")
     args = parser.parse_args()
     gpu_matrix = GPU_MATRIX
     out = Path(args.out)
@@ -106,8 +109,11 @@ def main() -> int:
                     "decode_host_path": [python, str(ROOT / "benchmarks" / "decode_host_path.py"), "--host", "cuda",
                                          "--rounds", str(args.rounds), "--steps", str(args.steps)],
                 }
+                for layout in args.watch_layouts:  # the runtime watch's cost, watch off against on, on this CPU
+                    runs[f"watch_overhead {layout}"] = [python, str(ROOT / "benchmarks" / "watch_overhead.py"),
+                                                        "--calls", "8000", "--rounds", "11", "--layout", layout]
                 for name, command in runs.items():
-                    target = os.path.join(scratch, f"{name}.json")
+                    target = os.path.join(scratch, f"{name.replace(' ', '-').replace(':', '-')}.json")
                     say(f"\n$ {' '.join(command[1:])}")
                     process = subprocess.run(command + ["--json", target], capture_output=True, text=True,
                                              cwd=str(ROOT), check=False)

@@ -30,6 +30,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=4000, help="calls per block (default 4000)")
     parser.add_argument("--rounds", type=int, default=5, help="blocks per side (default 5)")
+    parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--layout", default="vllm:auto",
                         help="engine:backend (default vllm:auto; trtllm:trtllm-gen skips the builder on 0.7.4)")
     args = parser.parse_args()
@@ -71,6 +72,7 @@ def main() -> int:
 
         block("off", True)  # warm-up: first calls compile and fill flashinfer's fixed caches
         print(f"load: {load_average()}; {args.calls} calls per block, {args.rounds} blocks per side")
+        figures: dict = {"layout": args.layout, "calls": args.calls, "rounds": args.rounds, "load": load_average()}
         for steady, title in ((True, "steady state (start-up allowance spent)"), (False, "from install")):
             off, on, off_cpu, on_cpu, accounts = [], [], [], [], []
             for _ in range(args.rounds):
@@ -99,6 +101,11 @@ def main() -> int:
                   f"{spent * 1e3:.1f} ms ({own:.2%} of the block's time), "
                   f"longest step {longest:.2f} ms wall, {longest_cpu:.2f} ms CPU; CPU ratio of adjacent blocks: "
                   f"median {statistics.median(pairs):.4f}, quartiles {quartiles[0]:.4f}-{quartiles[2]:.4f}")
+            figures["steady" if steady else "from_install"] = {
+                "off_us": a, "on_us": b, "off_cpu_us": ca, "on_cpu_us": cb, "ratio_cpu": cb / ca,
+                "adjacent_median": statistics.median(pairs), "adjacent_quartiles": [quartiles[0], quartiles[2]],
+                "decode_tick": ticks, "heartbeat_steps": beats, "steps": steps, "own_share": own,
+                "longest_step_ms": longest, "longest_step_cpu_ms": longest_cpu}
             if not steady:
                 run = args.calls * a / 1e6
                 within = watch.STARTUP_ALLOWANCE_S / (0.01 - watch.DUTY)
@@ -106,6 +113,11 @@ def main() -> int:
                       f"({watch.STARTUP_ALLOWANCE_S * 1e3:.0f} ms at most) plus {watch.DUTY:.1%} stays within 1 % "
                       f"from {within:.0f} s of decoding on")
         fi_compat.uninstall()
+    if args.json:
+        import json
+
+        with open(args.json, "w") as handle:
+            json.dump(figures, handle, indent=1)
     return 0
 
 
