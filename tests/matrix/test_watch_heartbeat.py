@@ -18,7 +18,8 @@ import time
 import pytest
 
 import fi_compat
-from fi_compat import specs, watch
+from fi_compat import watch
+from fi_compat.model import specs
 from fi_compat.workload import workload
 
 torch = pytest.importorskip("torch")
