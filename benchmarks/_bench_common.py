@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 CLOCKS = ("cpu", "wall")
 HOSTS = ("cpu", "cuda")
@@ -54,6 +54,15 @@ def interleaved(a: Callable[[], float], b: Callable[[], float], rounds: int = 7)
 def spread(values: list[float]) -> dict[str, float]:
     """min / median / max of ``values``."""
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def write_json(path: Optional[str], figures: object) -> None:
+    """The figures as JSON at ``path`` (a benchmark's ``--json``); nothing when it is ``None``."""
+    if path:
+        import json
+
+        with open(path, "w") as handle:
+            json.dump(figures, handle, indent=1)
 
 
 def load_average() -> str:

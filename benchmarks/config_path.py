@@ -24,9 +24,8 @@ from __future__ import annotations
 import argparse
 import inspect
 import itertools
-import json
 
-from _bench_common import CLOCKS, HOSTS, flashinfer_host, load_average, per_call_us_both, spread
+from _bench_common import CLOCKS, HOSTS, flashinfer_host, load_average, per_call_us_both, spread, write_json
 
 WORKLOADS = (
     ("same max_seq_len every call", ("trtllm-gen",), True),
@@ -148,9 +147,7 @@ def main() -> int:
             print("\nwhere one fi_compat hit goes (cpu clock, us per call):")
             for label, value in parts.items():
                 print(f"  {label:48}{value:8.3f}")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(results, handle, indent=2)
+    write_json(args.json, results)
     return 0
 
 

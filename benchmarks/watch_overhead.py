@@ -23,7 +23,7 @@ import argparse
 import os
 import statistics
 
-from _bench_common import load_average
+from _bench_common import load_average, write_json
 
 
 def main() -> int:
@@ -113,11 +113,7 @@ def main() -> int:
                       f"({watch.STARTUP_ALLOWANCE_S * 1e3:.0f} ms at most) plus {watch.DUTY:.1%} stays within 1 % "
                       f"from {within:.0f} s of decoding on")
         fi_compat.uninstall()
-    if args.json:
-        import json
-
-        with open(args.json, "w") as handle:
-            json.dump(figures, handle, indent=1)
+    write_json(args.json, figures)
     return 0
 
 
