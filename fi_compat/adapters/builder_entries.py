@@ -8,260 +8,155 @@ and a gather into the complete argument tuple before it can compute the key.
 A function with the builder's own signature pays none of that: Python binds
 the keywords straight to its locals, and the key is computed from them.
 
-Each entry below has exactly one release family's parameters (names, order,
-defaults); :func:`fast_entry` returns the one whose signature equals the
-installed builder's, or ``None`` (then the generic memo serves it: slower,
-equally correct).  Every entry computes its key with
+Each release family's parameters (names, order, defaults) are one row of
+:data:`FAMILIES`; the entry is one template (:data:`_TEMPLATE`) written out
+with that row's parameter list, so every family runs the same lines.
+:func:`fast_entry` returns the factory whose signature equals the installed
+builder's, or ``None`` (then the generic memo serves it: slower, equally
+correct).  Every entry computes its key with
 :func:`fi_compat.adapters.keys.builder_key_of`, the function the generic memo
-uses, so both give the same key for the same call.
+uses, so both give the same key for the same call; a parameter a family lacks
+is ``None`` in the key, as the generic memo's layout gives it.
 
 Each entry is also the runtime watch's heartbeat: one clock reading compared
 with :data:`fi_compat.memo.proxies.WATCH_DUE` per call (about 0.1 us), and the
 watch's step when one is due, so a decode path that builds a tuning config
 needs no pass-through in front of the decode function.
 
-Cost of a hit: the heartbeat, the key (two shape reads, one tuple) and one lock-free cache
-lookup.  A miss, or a call the key cannot take, costs what the generic memo's
-does.  Calls that do not bind raise the ``TypeError`` Python raises for the
-original (same function name, same parameters).
+Cost: writing an entry out (``compile`` of a dozen lines) once per install.
+Cost of a hit: the heartbeat, the key (two shape reads, one tuple) and one
+lock-free cache lookup.  A miss, or a call the key cannot take, costs what the
+generic memo's does.  Calls that do not bind raise the ``TypeError`` Python
+raises for the original (same function name, same parameters).  A traceback
+through an entry shows its lines (they are registered with :mod:`linecache`).
 """
 
 from __future__ import annotations
 
 import inspect
-from time import perf_counter as _clock
+import linecache
+from time import perf_counter
 from typing import Any, Callable, Optional
 
 from ..memo.cache import MISSING
-from ..memo.proxies import WATCH_DUE as _watch_due
-from ..memo.proxies import WATCH_STEP as _watch_step
+from ..memo.proxies import WATCH_DUE, WATCH_STEP
 from .keys import builder_key_of
 
 Entry = Callable[..., Any]
+EntryFactory = Callable[..., Entry]
 
+_REQUIRED = object()
+_HEAD = ("kv_cache", "block_tables", "workspace_buffer", "runner_names", "q_len", "num_heads", "kv_lora_rank")
 
-def _entry_0_6_17(
-    original: Callable,
-    switch: Any,
-    lookup: Callable,
-    fill: Callable,
-    compute: Callable,
-    batch_cap: Optional[Callable[..., Optional[int]]] = None,
-) -> Entry:
-    """0.6.17 - 0.7.4: fifteen parameters."""
+#: Each release family's builder parameters in order, with their defaults (:data:`_REQUIRED`: none).
+FAMILIES: dict[str, tuple[tuple[str, Any], ...]] = {
+    "0.6.17 - 0.7.4: fifteen parameters": (
+        *((name, _REQUIRED) for name in _HEAD),
+        ("max_seq_len", _REQUIRED),
+        ("device", _REQUIRED),
+        ("has_sparse_mla_top_k_lens", False),
+        ("cute_dsl_impl", "auto"),
+        ("sinks", None),
+        ("enable_dcp", False),
+        ("cp_world", 1),
+        ("cp_rank", 0),
+    ),
+    "0.6.16 - 0.6.16.post4: eleven parameters (cute_dsl_impl, sinks added)": (
+        *((name, _REQUIRED) for name in _HEAD),
+        ("max_seq_len", _REQUIRED),
+        ("device", _REQUIRED),
+        ("cute_dsl_impl", "auto"),
+        ("sinks", None),
+    ),
+    "0.6.13 - 0.6.15.post1 (and TensorRT-LLM's replacement of it): nine parameters, no defaults": (
+        *((name, _REQUIRED) for name in _HEAD),
+        ("max_seq_len", _REQUIRED),
+        ("device", _REQUIRED),
+    ),
+}
 
-    def _build_mla_decode_tuning_config(
-        kv_cache,
-        block_tables,
-        workspace_buffer,
-        runner_names,
-        q_len,
-        num_heads,
-        kv_lora_rank,
-        max_seq_len,
-        device,
-        has_sparse_mla_top_k_lens=False,
-        cute_dsl_impl="auto",
-        sinks=None,
-        enable_dcp=False,
-        cp_world=1,
-        cp_rank=0,
-    ):
-        if _clock() >= _watch_due[0]:  # the runtime watch's heartbeat (fi_compat.memo.proxies.WATCH_DUE)
-            _watch_step[0]()
-        if switch.active:
-            key = builder_key_of(
-                kv_cache,
-                block_tables,
-                workspace_buffer,
-                runner_names,
-                max_seq_len,
-                device,
-                cute_dsl_impl,
-                sinks,
-                (q_len, num_heads, kv_lora_rank, has_sparse_mla_top_k_lens, enable_dcp, cp_world, cp_rank),
-                batch_cap,
-            )
-            if key is not None:
-                value = lookup(key)
-                if value is not MISSING:
-                    return value
-                arguments = (
-                    kv_cache,
-                    block_tables,
-                    workspace_buffer,
-                    runner_names,
-                    q_len,
-                    num_heads,
-                    kv_lora_rank,
-                    max_seq_len,
-                    device,
-                    has_sparse_mla_top_k_lens,
-                    cute_dsl_impl,
-                    sinks,
-                    enable_dcp,
-                    cp_world,
-                    cp_rank,
-                )
-                return fill(key, compute, arguments, {}, key)
-        return original(
-            kv_cache,
-            block_tables,
-            workspace_buffer,
-            runner_names,
-            q_len,
-            num_heads,
-            kv_lora_rank,
-            max_seq_len,
-            device,
-            has_sparse_mla_top_k_lens,
-            cute_dsl_impl,
-            sinks,
-            enable_dcp,
-            cp_world,
-            cp_rank,
+#: The key's parameters beyond the ones every family has, in builder_key_of's order.
+_KEYED = ("cute_dsl_impl", "sinks")
+_SHAPE = ("q_len", "num_heads", "kv_lora_rank", "has_sparse_mla_top_k_lens", "enable_dcp", "cp_world", "cp_rank")
+
+_TEMPLATE = """\
+def _build_mla_decode_tuning_config({header}):
+    if _clock() >= _watch_due[0]:  # the runtime watch's heartbeat
+        _watch_step[0]()
+    if switch.active:
+        key = builder_key_of(
+            kv_cache, block_tables, workspace_buffer, runner_names, max_seq_len, device,
+            {keyed}, ({shape}), batch_cap,
         )
-
-    return _build_mla_decode_tuning_config
-
-
-def _entry_0_6_16(
-    original: Callable,
-    switch: Any,
-    lookup: Callable,
-    fill: Callable,
-    compute: Callable,
-    batch_cap: Optional[Callable[..., Optional[int]]] = None,
-) -> Entry:
-    """0.6.16 - 0.6.16.post4: eleven parameters (``cute_dsl_impl``, ``sinks`` added)."""
-
-    def _build_mla_decode_tuning_config(
-        kv_cache,
-        block_tables,
-        workspace_buffer,
-        runner_names,
-        q_len,
-        num_heads,
-        kv_lora_rank,
-        max_seq_len,
-        device,
-        cute_dsl_impl="auto",
-        sinks=None,
-    ):
-        if _clock() >= _watch_due[0]:  # the runtime watch's heartbeat (fi_compat.memo.proxies.WATCH_DUE)
-            _watch_step[0]()
-        if switch.active:
-            key = builder_key_of(
-                kv_cache,
-                block_tables,
-                workspace_buffer,
-                runner_names,
-                max_seq_len,
-                device,
-                cute_dsl_impl,
-                sinks,
-                (q_len, num_heads, kv_lora_rank, None, None, None, None),
-                batch_cap,
-            )
-            if key is not None:
-                value = lookup(key)
-                if value is not MISSING:
-                    return value
-                arguments = (
-                    kv_cache,
-                    block_tables,
-                    workspace_buffer,
-                    runner_names,
-                    q_len,
-                    num_heads,
-                    kv_lora_rank,
-                    max_seq_len,
-                    device,
-                    cute_dsl_impl,
-                    sinks,
-                )
-                return fill(key, compute, arguments, {}, key)
-        return original(
-            kv_cache,
-            block_tables,
-            workspace_buffer,
-            runner_names,
-            q_len,
-            num_heads,
-            kv_lora_rank,
-            max_seq_len,
-            device,
-            cute_dsl_impl,
-            sinks,
-        )
-
-    return _build_mla_decode_tuning_config
+        if key is not None:
+            value = lookup(key)
+            if value is not MISSING:
+                return value
+            return fill(key, compute, ({arguments},), {{}}, key)
+    return original({arguments})
+"""
 
 
-def _entry_0_6_13(
-    original: Callable,
-    switch: Any,
-    lookup: Callable,
-    fill: Callable,
-    compute: Callable,
-    batch_cap: Optional[Callable[..., Optional[int]]] = None,
-) -> Entry:
-    """0.6.13 - 0.6.15.post1 (and TensorRT-LLM's replacement of it): nine parameters, no defaults."""
+def _factory(family: str) -> EntryFactory:
+    """The entry factory for one row of :data:`FAMILIES`: ``(original, switch, lookup, fill,
+    compute, batch_cap=None)`` -> the builder's memo with that family's signature."""
+    parameters = FAMILIES[family]
+    names = [name for name, _ in parameters]
+    defaults = {f"_d_{name}": default for name, default in parameters if default is not _REQUIRED}
+    header = ", ".join(name if f"_d_{name}" not in defaults else f"{name}=_d_{name}" for name in names)
+    source = _TEMPLATE.format(
+        header=header,
+        keyed=", ".join(name if name in names else "None" for name in _KEYED),
+        shape=", ".join(name if name in names else "None" for name in _SHAPE),
+        arguments=", ".join(names),
+    )
+    filename = f"<fi_compat builder entry: {family.split(':')[0]}>"
+    code = compile(source, filename, "exec")
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
-    def _build_mla_decode_tuning_config(
-        kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank, max_seq_len, device
-    ):
-        if _clock() >= _watch_due[0]:  # the runtime watch's heartbeat (fi_compat.memo.proxies.WATCH_DUE)
-            _watch_step[0]()
-        if switch.active:
-            key = builder_key_of(
-                kv_cache,
-                block_tables,
-                workspace_buffer,
-                runner_names,
-                max_seq_len,
-                device,
-                None,
-                None,
-                (q_len, num_heads, kv_lora_rank, None, None, None, None),
-                batch_cap,
-            )
-            if key is not None:
-                value = lookup(key)
-                if value is not MISSING:
-                    return value
-                arguments = (
-                    kv_cache,
-                    block_tables,
-                    workspace_buffer,
-                    runner_names,
-                    q_len,
-                    num_heads,
-                    kv_lora_rank,
-                    max_seq_len,
-                    device,
-                )
-                return fill(key, compute, arguments, {}, key)
-        return original(
-            kv_cache, block_tables, workspace_buffer, runner_names, q_len, num_heads, kv_lora_rank, max_seq_len, device
-        )
+    def factory(
+        original: Callable[..., Any],
+        switch: Any,
+        lookup: Callable[..., Any],
+        fill: Callable[..., Any],
+        compute: Callable[..., Any],
+        batch_cap: Optional[Callable[..., Optional[int]]] = None,
+    ) -> Entry:
+        namespace: dict[str, Any] = {
+            **defaults,
+            "original": original,
+            "switch": switch,
+            "lookup": lookup,
+            "fill": fill,
+            "compute": compute,
+            "batch_cap": batch_cap,
+            "builder_key_of": builder_key_of,
+            "MISSING": MISSING,
+            "_clock": perf_counter,
+            "_watch_due": WATCH_DUE,
+            "_watch_step": WATCH_STEP,
+        }
+        exec(code, namespace)  # noqa: S102  (fi_compat's own template, written out above)
+        entry: Entry = namespace["_build_mla_decode_tuning_config"]
+        return entry
 
-    return _build_mla_decode_tuning_config
+    factory.__doc__ = family
+    return factory
 
 
-ENTRIES = (_entry_0_6_17, _entry_0_6_16, _entry_0_6_13)
+ENTRIES = tuple(_factory(family) for family in FAMILIES)
 
 
-def _parameters(signature: inspect.Signature) -> list[tuple]:
+def _parameters(signature: inspect.Signature) -> list[tuple[Any, ...]]:
     """What binding depends on: names, kinds and defaults (annotations do not matter)."""
     return [(p.name, p.kind, p.default) for p in signature.parameters.values()]
 
 
-def _entry_signature(factory: Callable) -> inspect.Signature:
+def _entry_signature(factory: EntryFactory) -> inspect.Signature:
     return inspect.signature(factory(None, None, None, None, None))
 
 
-def fast_entry(target: Callable) -> Optional[Callable[..., Entry]]:
+def fast_entry(target: Callable[..., Any]) -> Optional[EntryFactory]:
     """The entry factory whose signature equals ``target``'s, else ``None``.
 
     Cost: one ``inspect.signature`` of the target and of each entry (at install)."""
@@ -275,4 +170,4 @@ def fast_entry(target: Callable) -> Optional[Callable[..., Entry]]:
     return None
 
 
-__all__ = ["ENTRIES", "fast_entry"]
+__all__ = ["ENTRIES", "FAMILIES", "fast_entry"]
