@@ -1,6 +1,6 @@
 """The tuning-config builder's memo, specialised to each release's signature.
 
-flashinfer calls ``_build_mla_decode_tuning_config`` on every decode (up to
+flashinfer calls the builder (``specs.TUNING_CONFIG_BUILDER``) on every decode (up to
 0.7.2.post1, and on 0.7.4 whenever the autotuner chooses), always with every
 parameter as a keyword.  A generic ``(*args, **kwargs)`` memo pays, on each of
 those calls, for a kwargs dict of 9-15 entries, a lookup of the call's shape
@@ -40,6 +40,7 @@ from typing import Any, Callable, Optional
 
 from ..memo.cache import MISSING
 from ..memo.proxies import WATCH_DUE, WATCH_STEP
+from ..model.specs import TUNING_CONFIG_BUILDER
 from .keys import builder_key_of
 
 Entry = Callable[..., Any]
@@ -80,7 +81,7 @@ _KEYED = ("cute_dsl_impl", "sinks")
 _SHAPE = ("q_len", "num_heads", "kv_lora_rank", "has_sparse_mla_top_k_lens", "enable_dcp", "cp_world", "cp_rank")
 
 _TEMPLATE = """\
-def _build_mla_decode_tuning_config({header}):
+def {name}({header}):
     if _clock() >= _watch_due[0]:  # the runtime watch's heartbeat
         _watch_step[0]()
     if switch.active:
@@ -105,6 +106,7 @@ def _factory(family: str) -> EntryFactory:
     defaults = {f"_d_{name}": default for name, default in parameters if default is not _REQUIRED}
     header = ", ".join(name if f"_d_{name}" not in defaults else f"{name}=_d_{name}" for name in names)
     source = _TEMPLATE.format(
+        name=TUNING_CONFIG_BUILDER.name,
         header=header,
         keyed=", ".join(name if name in names else "None" for name in _KEYED),
         shape=", ".join(name if name in names else "None" for name in _SHAPE),
@@ -137,7 +139,7 @@ def _factory(family: str) -> EntryFactory:
             "_watch_step": WATCH_STEP,
         }
         exec(code, namespace)  # noqa: S102  (fi_compat's own template, written out above)
-        entry: Entry = namespace["_build_mla_decode_tuning_config"]
+        entry: Entry = namespace[TUNING_CONFIG_BUILDER.name]
         return entry
 
     factory.__doc__ = family

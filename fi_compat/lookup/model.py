@@ -6,15 +6,15 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..model.signatures import FoundFunction
+from ..model.signatures import FoundFunction, Memo
 from .memo_site import CacheSite, find_cache
 from .source_names import NO_NAMES, ModuleNames, is_unknown
 
 PACKAGE = "flashinfer"
 
-UNBOUNDED = "unbounded"
-BOUNDED = "bounded"
-NO_MEMO = "none"
+UNBOUNDED = Memo.UNBOUNDED
+BOUNDED = Memo.BOUNDED
+NO_MEMO = Memo.NONE
 
 TRTLLM_MARKER = "_trtllm_mla_tuning_config_cache"
 """Attribute TensorRT-LLM sets on the builder memo it installs in place of flashinfer's builder."""
@@ -54,7 +54,7 @@ class Found:
         return self.function.where
 
 
-def memo_of_decorator(decorator: ast.expr, names: ModuleNames = NO_NAMES) -> tuple[str, Optional[int]]:
+def memo_of_decorator(decorator: ast.expr, names: ModuleNames = NO_NAMES) -> tuple[Memo, Optional[int]]:
     """``(kind, maxsize)`` of one decorator expression (or of a call ``cache(f)``'s callee).
 
     ``names``: the module's aliases of functools' memos and its constants
@@ -87,7 +87,7 @@ def unbounded_memo_decorator(decorator: ast.expr) -> Optional[str]:
     return ast.unparse(decorator) if memo_of_decorator(decorator)[0] == UNBOUNDED else None
 
 
-def memo_of_object(obj: Any, name: Optional[str] = None) -> tuple[str, Optional[int]]:
+def memo_of_object(obj: Any, name: Optional[str] = None) -> tuple[Memo, Optional[int]]:
     """``(kind, maxsize)`` of a live callable: the ``functools`` cache at it or
     under its decorators (:func:`~fi_compat.lookup.memo_site.find_cache`; below
     the top, only a cache wrapping a function called ``name`` counts).

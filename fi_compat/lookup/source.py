@@ -15,6 +15,7 @@ from ..model.signatures import (
     VAR_POSITIONAL,
     FoundFunction,
     FoundParam,
+    Memo,
 )
 from ..model.specs import FunctionSpec, homes
 from .model import NO_MEMO, PACKAGE, Found, memo_of_decorator
@@ -89,7 +90,7 @@ def describe_def(
     qualname: str,
     node: ast.FunctionDef | ast.AsyncFunctionDef,
     where: str,
-    memo: Optional[tuple[str, Optional[int]]] = None,
+    memo: Optional[tuple[Memo, Optional[int]]] = None,
     names: ModuleNames = NO_NAMES,
 ) -> FoundFunction:
     """A ``def`` as a :class:`FoundFunction`; ``memo`` overrides the decorators

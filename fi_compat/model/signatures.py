@@ -9,6 +9,7 @@ the guard all compare here, so they can never disagree about what "matches" mean
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Optional
 
 from packaging.version import Version
@@ -20,6 +21,17 @@ POSITIONAL_OR_KEYWORD = "positional-or-keyword"
 KEYWORD_ONLY = "keyword-only"
 VAR_POSITIONAL = "*args"
 VAR_KEYWORD = "**kwargs"
+
+
+class Memo(str, Enum):
+    """How a function is memoized, as :mod:`fi_compat.lookup` classifies its decorator (live or in source)."""
+
+    UNBOUNDED = "unbounded"  # functools.cache, lru_cache(None)
+    BOUNDED = "bounded"  # lru_cache(maxsize=N)
+    NONE = "none"  # no memo
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -45,13 +57,13 @@ class FoundFunction:
 
     qualname: str
     params: tuple[FoundParam, ...]
-    memo: str = "none"
+    memo: Memo = Memo.NONE
     maxsize: Optional[int] = None
     where: str = ""  # "file:line" for ast, "module.attribute" for live functions
 
     @property
     def memoized(self) -> bool:
-        return self.memo != "none"
+        return self.memo != Memo.NONE
 
     def text(self) -> list[str]:
         return [str(p) for p in self.params]

@@ -29,7 +29,6 @@ verified range, and the function sits where the spec says; otherwise a
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from typing import Any, Callable, Optional
 
 from packaging.version import Version
@@ -41,16 +40,14 @@ from ..config import DEFAULT_CACHE_SIZE
 from ..lookup import BOUNDED, NO_MEMO, UNBOUNDED, Found
 from ..model.release_list import MATRIX_RELEASES
 from ..model.signatures import Mismatch, compare
+from .vocabulary import PROBLEMS, Kind, Outcome
 
-BOUND = "bound"
-BOUNDED_UPSTREAM = "bounded-upstream"
-NO_CACHE = "no-cache"
-NOT_IN_RELEASE = "not-in-release"
-MISSING = "missing"
-MISMATCH = "mismatch"
-
-#: Verdicts that leave a leak fi_compat was supposed to close: a WARNING, or an error when strict.
-PROBLEMS = (MISSING, MISMATCH)
+BOUND = Kind.BOUND
+BOUNDED_UPSTREAM = Kind.BOUNDED_UPSTREAM
+NO_CACHE = Kind.NO_CACHE
+NOT_IN_RELEASE = Kind.NOT_IN_RELEASE
+MISSING = Kind.MISSING
+MISMATCH = Kind.MISMATCH
 
 
 @dataclass(frozen=True)
@@ -58,7 +55,7 @@ class Verdict:
     """What fi_compat does with one row on one release, and why."""
 
     bound: Bound
-    kind: str
+    kind: Kind
     reason: str
     verified: bool = False
     found: Optional[Found] = None
@@ -180,26 +177,6 @@ def _memo_verdict(bound: Bound, found: Found, where: str, verified: bool, cache_
         also = f"; it was replaced by {found.foreign}" if found.foreign else ""
         return Verdict(bound, BOUND, f"{qualname} builds a fresh result per call{also}{where}", verified, found)
     return Verdict(bound, NO_CACHE, f"{qualname} keeps no cache{where}", verified, found)
-
-
-class Outcome(str, Enum):
-    """The one vocabulary for a release's outcome: ``status()``, ``fi-compat doctor``
-    and ``fi-compat guard`` display it in their own words, and none re-decides it.
-
-    The first five come from reading the release (:meth:`ReleaseVerdict.outcome`);
-    the last three only from running it (the guard's census, :func:`decide`)."""
-
-    VERIFIED = "verified"  # every bound fits, on a release the matrix ran
-    UNVERIFIED = "unverified"  # everything fits, outside the verified releases: not measured
-    PARTIAL = "partial"  # some rows cannot be bounded, others can
-    UNSUPPORTED = "unsupported"  # nothing can be bounded
-    PREDATES = "predates"  # the release predates every cache fi_compat bounds
-    BOUNDED = "bounded"  # measured: flashinfer's memory stayed bounded with fi_compat installed
-    LEAKS = "leaks"  # measured: some flashinfer line or memo keeps growing with fi_compat installed
-    BREAKS_CALL = "breaks-call"  # measured: a call an engine makes raises TypeError on this release
-
-    def __str__(self) -> str:
-        return self.value
 
 
 VERIFIED = Outcome.VERIFIED
@@ -329,6 +306,7 @@ __all__ = [
     "BOUNDED_UPSTREAM",
     "BREAKS_CALL",
     "Decision",
+    "Kind",
     "LEAKS",
     "Measured",
     "Outcome",
