@@ -95,8 +95,10 @@ def census_report(combos: Optional[list[list[str]]] = None, lengths: int = 64,
         "leaks": [{"function": leak.function, "describe": leak.describe(), "row": leak.row,
                    "modes": sorted({(row["layout"], row["backend"], row.get("mode", "q1")) for row in leak.layouts})}
                   for leak in leaks],
-        "functools_grown": {f"{r['layout']}/{r['backend']}/{r['mode']}": [
-            e["qualname"] for e in r["grown"] if e["owner"] == "flashinfer" and e["gained"][1]] for r in results},
+        # flashinfer memos that gained entries in the second half: qualname -> entries at the end
+        "functools_grown": {f"{r['layout']}/{r['backend']}/{r['mode']}": {
+            e["qualname"]: e["currsize"] for e in r["grown"] if e["owner"] == "flashinfer" and e["gained"][1]}
+            for r in results},
         "memory_sites": {f"{r['layout']}/{r['backend']}/{r['mode']}": r["memory"]["sites"] for r in results},
         "census_s": {f"{r['layout']}/{r['backend']}/{r['mode']}": r["memory"]["census_s"] for r in results},
         "refused": refused,

@@ -29,6 +29,15 @@ drift_shapes.skip_unless_on_a_shape_base()
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 CHILD = "drift_shape_census:census_report"
+#: flashinfer memos on the real release's decode path that can gain an entry at any length with
+#: fi_compat installed, and the most entries their keys allow (read from the 0.7.x wheels): the
+#: cute-dsl reducer's split cap, keyed by ``split_kv`` (at most 128), and the kernel compiled for
+#: each cap (dtypes, head counts and page size are fixed; q_len, the var-length and DCP flags take
+#: one value per call mode, and the probe drives every mode in one process; the cap takes at most
+#: 7 values): 7 caps for each of at most 9 call modes.  One run held 18.
+_MONOLITHIC = "flashinfer.cute_dsl.attention.monolithic.mla_decode"
+BOUNDED_BY_KEY = {f"{_MONOLITHIC}._get_reducer_max_splits": 128, f"{_MONOLITHIC}._get_compiled_mla_kernel": 7 * 9}
+
 LENGTHS = 32  # two halves of 16 distinct lengths over 128K: at 0.25 entries a length, 4 entries a half
 Q1_VLLM, CUTE_VLLM = ["vllm", "auto", "q1"], ["vllm", "cute-dsl", "q1"]
 COMBOS = {
@@ -86,7 +95,11 @@ def test_real_release_census_by_memory_agrees_with_the_functools_census(server):
     assert report["version"] == drift.base_version(drift.real_package_dir())
     assert report["leaks"] == [], report["leaks"]
     assert report["census_not_walked"] == []  # the walk sees every cache the functools census counts
-    assert all(not grown for grown in report["functools_grown"].values()), report["functools_grown"]
+    # a memo may gain an entry late only where its key bounds it (a split value first seen in the
+    # second half), and then holds no more than that bound; any other gain is growth
+    unbounded = {mode: {name: size for name, size in grown.items() if size > BOUNDED_BY_KEY.get(name, 0)}
+                 for mode, grown in report["functools_grown"].items()}
+    assert all(not grown for grown in unbounded.values()), {mode: grown for mode, grown in unbounded.items() if grown}
     assert all(not sites for sites in report["memory_sites"].values()), report["memory_sites"]
     modes = {key.rsplit("/", 1)[1] for key in report["functools_grown"]}
     assert {"q1", "mtp"} <= modes, report["refused"]
