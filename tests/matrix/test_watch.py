@@ -87,8 +87,12 @@ def test_the_verdict_is_the_one_memory_gives(watched):
     control, during = report["control"], report["watched"]
     findings = report["status"]["watch"]["findings"]
     growth_warnings = [w["message"] for w in report["warnings"] if w["category"] == "UnboundedGrowthWarning"]
-    # a memo moved or renamed away from its row is the watch's to measure: no by-name alarm at install
-    assert [w for w in report["warnings"] if w["category"] == "UnsupportedReleaseWarning"] == [], report["warnings"]
+    # knowledge missing is said at install, once per cause: each row the edit took away is named
+    by_name = [w["message"] for w in report["warnings"] if w["category"] == "UnsupportedReleaseWarning"]
+    assert len(by_name) == len(expected.missing), by_name
+    for function, message in zip(sorted(expected.missing), sorted(by_name)):
+        assert function in message and "left unbounded" in message, (function, message)
+    assert report["status"]["watch"]["why"], report["status"]["watch"]  # the watch says why it runs
     if expected.container is None:
         # flashinfer's memory stays bounded (rows, or its own LRU): the watch says nothing
         assert all(phase["after"] <= CACHE_SIZE for phase in control + during), (control, during)
@@ -116,15 +120,15 @@ def test_the_verdict_is_the_one_memory_gives(watched):
 
 
 def test_strict_raises_the_typed_error_at_the_next_fi_compat_call(tmp_path, request):
-    """Strict: growth the watch cannot bound (a module-level set) is an
+    """Strict, with the watch asked for (``FI_COMPAT_WATCH=bound``) on a release labelled as the
+    verified one it was edited from: growth the watch cannot bound (a module-level set) is an
     ``UnboundedGrowthError``, raised by the next fi_compat call, naming the container."""
     base = _base()
     if Version(base) < FROM_RELEASE:
         pytest.skip(f"the watch's releases are edited from {FROM_RELEASE} or newer; this is {base}")
     if not hasattr(os, "fork"):
         pytest.skip("needs os.fork (the run's fork server)")
-    release = drift.build_site(watch_releases.EDITS["module-set"], tmp_path,
-                               version=f"{Version(base).base_version}.post0.dev950")
+    release = drift.build_site(watch_releases.EDITS["module-set"], tmp_path, version=base)
     out = tmp_path / "strict.json"
     request.getfixturevalue("fork_server").run(release.site, "watch_release_driver:strict", timeout=300,
                                                out=str(out), edit="module-set", lengths=LENGTHS)
@@ -132,6 +136,29 @@ def test_strict_raises_the_typed_error_at_the_next_fi_compat_call(tmp_path, requ
     assert report["grew"] >= 0.9 * LENGTHS, report  # measured: the set grew by one entry per length
     assert report["raised"] == "UnboundedGrowthError", report
     assert report["paths"] == ["flashinfer.mla._core._SEEN_BATCH_LENGTHS"], report
+
+
+@pytest.mark.parametrize(
+    ("edit", "error"),
+    [("moved-renamed", "SignatureMismatchError"), ("hand-memo", "SignatureMismatchError"),
+     ("instance-dict", "UnverifiedReleaseError")],
+)
+def test_strict_refuses_a_release_it_does_not_know(edit, error, tmp_path, request):
+    """Strict on a release outside the verified ones (a row missing or changed, or only the label
+    unknown): install() raises the typed error with nothing installed, and fi_compat's decode
+    raises it too: nothing decodes unbounded through fi_compat."""
+    base = _base()
+    if Version(base) < FROM_RELEASE:
+        pytest.skip(f"the watch's releases are edited from {FROM_RELEASE} or newer; this is {base}")
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork (the run's fork server)")
+    release = drift.build_site(watch_releases.EDITS[edit], tmp_path, version=f"{Version(base).base_version}.post0.dev950")
+    out = tmp_path / "refused.json"
+    request.getfixturevalue("fork_server").run(release.site, "watch_release_driver:strict_refusal", timeout=300,
+                                               out=str(out))
+    report = json.loads(out.read_text())
+    assert report["install"] == error and report["decode"] == error, report
+    assert report["state"] == "not-installed" and report["watch"] is None, report
 
 
 @pytest.mark.parametrize("edit", ["moved-renamed", "module-set"])
