@@ -82,15 +82,21 @@ def _flashinfer_name(name: Any) -> bool:
 
 
 def _is_cache(value: Any) -> bool:
+    """A ``functools``-style cache: ``cache_info`` and ``cache_clear`` on a function, or on the
+    type of anything else (an instance's own ``__getattr__`` is never asked: flashinfer keeps lazy
+    objects whose every attribute loads a CUDA library)."""
+    holder = value if isinstance(value, types.FunctionType) else type(value)
     try:
-        return callable(getattr(value, "cache_info", None)) and callable(getattr(value, "cache_clear", None))
+        return callable(getattr(holder, "cache_info", None)) and callable(getattr(holder, "cache_clear", None))
     except Exception:  # noqa: BLE001  (an object whose attributes raise is no cache)
         return False
 
 
 def _is_fi_compat(value: Any) -> bool:
+    """A fi_compat memo (a function) or proxy (its class says so)."""
+    holder = value if isinstance(value, types.FunctionType) else type(value)
     try:
-        return getattr(value, "_fi_compat_wrapper", False) is True
+        return getattr(holder, "_fi_compat_wrapper", False) is True
     except Exception:  # noqa: BLE001
         return False
 
@@ -211,6 +217,9 @@ def _children(value: Any, named: bool = True) -> Iterator[tuple[str, Any]]:
         return
     if isinstance(value, (set, list, tuple, frozenset, types.ModuleType)):
         return
+    if _flashinfer_instance(value) and not _is_cache(value) and not _is_fi_compat(value):
+        yield from _instance_links(value, named)  # its own attributes only: its __getattr__ is never asked
+        return
     wrapped = getattr(value, "__wrapped__", None)
     if wrapped is not None:
         yield "__wrapped__", wrapped
@@ -228,9 +237,6 @@ def _children(value: Any, named: bool = True) -> Iterator[tuple[str, Any]]:
             for name, item in attributes.copy().items():
                 if name not in ("__wrapped__", "__doc__", "__module__", "__qualname__", "__name__", "__annotations__"):
                     yield name, item
-        return
-    if _flashinfer_instance(value):
-        yield from _instance_links(value, named)
 
 
 _TYPE_DECISION: dict[type, bool] = {}

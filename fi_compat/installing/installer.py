@@ -28,7 +28,8 @@ from typing import Any, Optional
 from .. import config, lookup, watch
 from . import lazy_rows, plan_providers, runtime_report, tripwire
 from ..adapters import Installation, Plan, bounded_memo
-from ..verdict.judgement import BOUND, PREDATES, VERIFIED, judge_release
+from ..verdict import knowledge
+from ..verdict.judgement import BOUND, judge_release
 from ..errors import FiCompatError, forget_warnings, warn
 from .runtime_report import note_effectively_unbounded, strict_error
 from ..lookup import PACKAGE, import_hooks
@@ -173,9 +174,6 @@ def _on_flashinfer_import(package: Any) -> None:
 
 
 _JUDGED = (Phase.INSTALLED, Phase.UNSUPPORTED)  # phases whose rows may still wait for their modules
-#: Outcomes where fi_compat's knowledge is complete: every row found by name on a verified
-#: release, or a release older than every cache fi_compat bounds.
-KNOWN = (VERIFIED, PREDATES)
 
 
 def _on_lazy_import(module: Any) -> None:
@@ -235,7 +233,7 @@ def _activate() -> None:
     find = lookup.runtime_lookup(_version())
     judged = judge_release(find, _version(), _cache_size())
     problems = judged.problems
-    unknown = "" if judged.outcome in KNOWN else _unknown(judged)
+    unknown = knowledge.unknown(judged)
     _state.verdicts, _state.waiting = {v.bound.name: v for v in judged.rows}, {}
     for verdict in judged.rows:
         waited = lazy_rows.waits_for(verdict, find)
@@ -264,13 +262,6 @@ def _activate() -> None:
     except BaseException:
         _uninstall()
         raise
-
-
-def _unknown(judged: Any) -> str:
-    """Why fi_compat's knowledge of the installed release is incomplete, in one line."""
-    if judged.problems:
-        return judged.reason()
-    return f"flashinfer {_state.release} is outside the releases fi_compat verified ({judged.reason()})"
 
 
 def _watch_where_unknown(unknown: str) -> None:

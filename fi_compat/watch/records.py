@@ -20,7 +20,6 @@ from typing import Any, Optional
 from .. import config
 from ..counting import memo_walk
 from ..errors import UnboundedGrowthWarning, warn
-from ..memo.proxies import is_fi_compat_proxy
 
 logger = logging.getLogger("fi_compat.watch")
 
@@ -242,7 +241,7 @@ def _unbounded_functools(value: Any) -> bool:
 def container_kind(value: Any) -> Optional[str]:
     """What the watch reads ``value`` as, or ``None`` for what it never judges: fi_compat's
     own memos (bounded) and ``functools`` caches with a bound."""
-    if is_fi_compat_proxy(value):
+    if memo_walk._is_fi_compat(value):
         return None
     if memo_walk._is_cache(value):
         return FUNCTOOLS if _unbounded_functools(value) else None

@@ -229,7 +229,7 @@ def lifecycle(out: str, most: int) -> int:
         original = getattr(core, DECODE.name)
         report["decode_is_flashinfers"] = [
             name for name, module in sys.modules.copy().items()
-            if getattr(module, DECODE.name, None) is not None and getattr(module, DECODE.name) is not original
+            if module is not None and vars(module).get(DECODE.name, original) is not original
         ]
         report["callbacks"] = [getattr(c, "__module__", "") for c in gc.callbacks if "fi_compat" in getattr(c, "__module__", "")]
         # the first flashinfer module not imported yet that imports on this host (many need CUDA)
