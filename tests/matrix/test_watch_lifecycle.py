@@ -63,7 +63,7 @@ def test_a_verified_release_runs_nothing_but_the_memos(fi_cpu_host, quiet_launch
     assert holders == [], holders
     assert fi_compat.status(walk=False)["watch"] is None and _fi_compat_callbacks() == []
     installation = installer.snapshot().installation
-    replaced = [step.replacement for step in installation.steps] if installation is not None else []
+    replaced = [step.proxy for step in installation.steps()] if installation is not None else []
     assert replaced and all(is_memo(r) for r in replaced), replaced
 
 
