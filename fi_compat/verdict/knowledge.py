@@ -28,7 +28,10 @@ def unknown(judged: ReleaseVerdict) -> str:
     unverified = [v for v in judged.rows if v.kind == BOUND and not v.verified and not v.note]
     if not unverified and judged.call_api is None:
         return ""
-    return f"flashinfer {judged.release} is outside the releases fi_compat verified ({judged.reason()})"
+    said = f"{len(unverified)} caches bounded by name, not verified here: {', '.join(v.bound.name for v in unverified)}"
+    if judged.call_api is not None:
+        said += f"; call API: {judged.call_api.describe()}"
+    return f"flashinfer {judged.release} is outside the releases fi_compat verified ({said})"
 
 
 __all__ = ["KNOWN", "unknown"]
