@@ -154,9 +154,6 @@ class Containers:
     def kind(self, row: int) -> str:
         return _KINDS[self.kinds[row]]
 
-    def hot_rows(self) -> list[int]:
-        return [row for row, flags in enumerate(self.flags) if flags & HOT]
-
     def read(self, row: int) -> None:
         """One reading of a container's size (skipped while it rests after unchanged readings)."""
         if self.skip[row]:
@@ -185,7 +182,7 @@ class Containers:
     def window_flat(self) -> bool:
         """Whether no container's largest size rose more than :data:`FLAT_SLACK` entries since the
         window began (a container that fills and empties per call is flat); starts the next window."""
-        flat = all(peak - start <= FLAT_SLACK for peak, start in zip(self.peak, self.window))
+        flat = self.peak == self.window or all(peak - start <= FLAT_SLACK for peak, start in zip(self.peak, self.window))
         self.window[:] = self.peak
         return flat
 
