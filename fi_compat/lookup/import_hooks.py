@@ -297,25 +297,28 @@ def on_new_module(package: str, hook: Hook) -> None:
             hooks.append(hook)
 
 
+def _take_back(table: dict[str, list[Hook]], key: str, hook: Hook) -> bool:
+    """Remove ``hook`` from ``table[key]`` (and the key once empty); ``True`` when the key went.  Lock held."""
+    hooks = table.get(key)
+    if hooks and hook in hooks:
+        hooks.remove(hook)
+        if not hooks:
+            del table[key]
+            return True
+    return False
+
+
 def forget_new_module(package: str, hook: Hook) -> None:
     """Take ``hook`` back from :func:`on_new_module`'s hooks of ``package``."""
     with _lock:
-        hooks = _package_hooks.get(package)
-        if hooks and hook in hooks:
-            hooks.remove(hook)
-            if not hooks:
-                del _package_hooks[package]
+        _take_back(_package_hooks, package, hook)
 
 
 def forget(name: str, hook: Hook) -> None:
     """Take ``hook`` back from ``name``'s hooks, if it still waits there."""
     with _lock:
-        hooks = _hooks.get(name)
-        if hooks and hook in hooks:
-            hooks.remove(hook)
-            if not hooks:
-                del _hooks[name]
-                _unreported.discard(name)
+        if _take_back(_hooks, name, hook):
+            _unreported.discard(name)
 
 
 __all__ = ["forget", "forget_new_module", "importing_elsewhere", "in_flight", "on_import", "on_new_module", "settle"]
