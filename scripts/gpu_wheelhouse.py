@@ -206,17 +206,18 @@ def cut(archive: Path, into: Path, piece_bytes: int | None = None) -> list[Path]
 
 
 def pack(cache: Path, releases: list[str], into: Path | None = None) -> list[Path]:
-    """Download what is missing, build the deduplicated archive, cut it into
-    pieces under ``into`` (default :data:`PACK_DIR`).  Costs one ``pip download``
-    per missing release (530 MB for all 18) and, once per set of releases and
-    pins, the xz compression (about 10 minutes for all 18 on 2 cores)."""
-    wheels = cache / "wheels"
-    download_releases(wheels, releases)
-    dependencies = cache / "dependencies"
-    download_dependencies(dependencies)
+    """Cut the archive of ``releases`` and the pinned dependencies into pieces
+    under ``into`` (default :data:`PACK_DIR`), building it first when ``cache``
+    has none: one ``pip download`` per release missing from ``cache/wheels``
+    (530 MB for all 18), the dependencies, then the xz compression (about 8
+    minutes for all 18 on 2 cores).  An archive once built needs no wheel: the
+    downloads may be deleted."""
     key = hashlib.sha256(json.dumps([releases, list(DEPENDENCIES)]).encode()).hexdigest()[:16]
     archive = cache / f"pack-{key}.tar.xz"
     if not archive.exists():
+        wheels, dependencies = cache / "wheels", cache / "dependencies"
+        download_releases(wheels, releases)
+        download_dependencies(dependencies)
         partial = archive.with_suffix(".partial")
         build_archive(wheels, dependencies, releases, partial)
         partial.replace(archive)

@@ -123,9 +123,13 @@ def test_pack_from_an_empty_cache_asks_pip_for_one_release_a_command(wheelhouse,
     assert sorted(p.name for p in (tmp_path / "cache" / "wheels").iterdir()) == \
         sorted(f"flashinfer_python-{r}-py3-none-any.whl" for r in RELEASES)  # no scratch folder left behind
 
-    again = wheelhouse.pack(tmp_path / "cache", RELEASES)  # cached: no pip, the same pieces
+    shutil.rmtree(tmp_path / "cache" / "wheels")  # the archive is kept: no wheel is needed again
+    again = wheelhouse.pack(tmp_path / "cache", RELEASES)  # no pip, the same pieces
     assert len(pip_calls(tmp_path)) == len(calls)
     assert [p.read_bytes() for p in again] == [p.read_bytes() for p in pieces]
+
+    wheelhouse.pack(tmp_path / "cache", RELEASES[:2])  # another set of releases: a new archive, downloads again
+    assert pip_calls(tmp_path)[len(calls):] == [[f"flashinfer-python=={r}"] for r in RELEASES[:2]]
 
 
 def test_a_release_pip_cannot_find_fails_the_pack_with_pips_words(wheelhouse, tmp_path, capsys):
