@@ -237,7 +237,10 @@ def read_piece(path: Path) -> tuple[dict, bytes]:
     if not line.startswith(PIECE_TAG):
         raise PackError(f"{path}: not a piece of a gpu_wheelhouse pack (no {PIECE_TAG.decode().strip()!r} header); "
                         "pack again with this script")
-    header = json.loads(line[len(PIECE_TAG):])
+    try:
+        header = json.loads(line[len(PIECE_TAG):])
+    except ValueError:
+        raise PackError(f"{path}: damaged header; carry it again") from None
     if hashlib.sha256(payload).hexdigest() != header["sha256"]:
         raise PackError(f"{path}: damaged: {len(payload)} bytes whose sha256 is not the one its header records; "
                         "carry it again")
