@@ -36,6 +36,7 @@ import fi_compat
 from fi_compat.counting import census
 
 import engine_replay as er
+from helpers import device_gate
 from helpers.support import describe_error, flashinfer_refusal, installed_release
 
 torch = pytest.importorskip("torch")
@@ -98,6 +99,7 @@ def run_alone(buffers, steps, decode_for, backend, recorder, what: str) -> tuple
 @pytest.mark.parametrize("replay", list(REPLAYS))
 def test_replay_through_transparent_mode(replay, recorder, engine_modules, fi_matrix_lengths):
     layout, backend, dcp = REPLAYS[replay]
+    device_gate.require_backend(backend)
     steps = steps_for(layout, dcp, fi_matrix_lengths)
     buffers = er.Buffers(torch, layout, steps, dcp=dcp)
     if layout == "vllm":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from fi_compat.commands.guard.census_probe import ENGINE_BACKENDS, EXTRA_MODES
+from helpers import device_gate
 from helpers.support import describe_error, flashinfer_refusal
 from fi_compat.workload import modes, workload
 
@@ -44,6 +45,7 @@ def test_the_mode_reaches_the_launch_or_names_the_missing_parameter(fi_cpu_host,
         with pytest.raises(TypeError, match=needed):
             modes.mode_call(torch, mode, layout, decode, t, 4000, backend)
         return
+    device_gate.require_backend(backend, sparse=mode == "sparse")
     before = fi_cpu_host.recorder.total
     refusal = flashinfer_refusal(lambda: modes.mode_call(torch, mode, layout, decode, t, 4000, backend))
     if refusal is not None:  # raised inside flashinfer; an error of fi_compat's call fails the test
