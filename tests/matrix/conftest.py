@@ -127,6 +127,7 @@ HOST_LOGIC_FILES = frozenset(
         "test_strict_startup.py",  # start-up hooks in child processes under the shim
         "test_trtllm_fake.py",  # the fake of TensorRT-LLM's workaround against its source
         "test_watch.py",  # the watch's verdicts on releases edited from the wheel, under the shim
+        "test_watch_lifecycle.py",  # where the watch runs and how it retires, its child under the shim
     }
 )
 
