@@ -26,6 +26,8 @@ from .bounding import Bounding
 from .judging import Judging
 from .records import (
     FLAT_WINDOWS,
+    HOT,
+    MAX_HOT,
     HOT_DUTY,
     HOT_GAP_S,
     READ_DUTY,
@@ -149,10 +151,14 @@ class Watch(Walking, Judging):
 
     def _read_slice(self, deadline: float) -> bool:
         """Continue the pass over every tracked container; ``True`` when a pass ended."""
-        containers, clock = self.containers, self.clock
+        containers, clock, hot = self.containers, self.clock, self.hot
         count = len(containers)
         while self.cursor < count:
-            containers.read(self.cursor)
+            row = self.cursor
+            containers.read(row)
+            if containers.rises[row] and not containers.flags[row] & HOT and len(hot) < MAX_HOT:
+                containers.flags[row] |= HOT  # it grew: read at every step from now on
+                hot.append(row)
             self.cursor += 1
             if self.cursor % 32 == 0 and clock() >= deadline:
                 return False
