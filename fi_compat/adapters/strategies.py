@@ -36,11 +36,11 @@ from .builder_entries import fast_entry
 from .layout import ArgumentLayout
 
 KeyOf = Callable[[tuple[Any, ...]], Optional[Hashable]]
-Compute = Callable[[tuple, dict, Any], Any]
-Fallback = Callable[[tuple, dict], Any]
+Compute = Callable[[tuple[Any, ...], dict[str, Any], Any], Any]
+Fallback = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
 
-def _unkeyed(values: tuple) -> None:
+def _unkeyed(values: tuple[Any, ...]) -> None:
     return None
 
 
@@ -108,7 +108,7 @@ class NormalisedArguments(KeyStrategy):
     ) -> MemoParts:
         key_of = self.key_of(layout, target)
 
-        def compute(args: tuple, kwargs: dict, normalised: Any) -> Any:
+        def compute(args: tuple[Any, ...], kwargs: dict[str, Any], normalised: Any) -> Any:
             return target(*normalised)
 
         return MemoParts(key_of, compute, remembers=(key_of,))
@@ -151,12 +151,12 @@ class BuilderKey(KeyStrategy):
         key_of = keys.builder_key(layout, batch_cap)
         if "cute_dsl_impl" in layout.index:
 
-            def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
+            def compute(args: tuple[Any, ...], kwargs: dict[str, Any], _key: Any) -> Any:
                 return target(*args, **kwargs)
         else:
             arguments_of = keys.fresh_builder_arguments(layout)
 
-            def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
+            def compute(args: tuple[Any, ...], kwargs: dict[str, Any], _key: Any) -> Any:
                 # by keyword: a (**kwargs) wrapper takes nothing positionally
                 values = layout.complete(args, kwargs)
                 assert values is not None  # a miss comes only for a keyed call: its key was made from these values
@@ -186,7 +186,7 @@ class OwnProxy(KeyStrategy):
         cache_size: int,
         replaces_cache: bool,
     ) -> MemoParts:
-        def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
+        def compute(args: tuple[Any, ...], kwargs: dict[str, Any], _key: Any) -> Any:
             return target(*args, **kwargs)
 
         return MemoParts(_unkeyed, compute, self.proxy(layout, target, fallback, cache_size))

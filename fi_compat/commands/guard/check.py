@@ -115,10 +115,15 @@ def wheel_version(wheel: WheelSources) -> tuple[Optional[Version], list[str]]:
     if meta is not None and name_version is not None and meta != name_version:
         notes.append(f"file name says {name_version}, METADATA says {meta}; METADATA wins")
     version = meta or name_version
+    if version is not None and version.release == (0, 0, 0):
+        # flashinfer's own label when its build metadata is missing (an editable checkout): no release,
+        # as release detection reads it at runtime
+        notes.append(f"version {version} is flashinfer's label for a build without its metadata")
+        version = None
     if version is None:
         notes.append(
-            "release unknown (no METADATA version, file name not a wheel name): "
-            "only signatures decide, so the best verdict is compatible-unverified"
+            "release unknown (no usable METADATA version, file name not a wheel name): "
+            "judged by what its code holds, so the best verdict is compatible-unverified"
         )
     return version, notes
 
