@@ -24,8 +24,10 @@ verdict               meaning, and what fi_compat does
 
 Presence decides, not the label: a function found at one of the homes the spec
 gives it is judged by its signature and memo whatever the release's label says
-(a nightly ``0.6.18.devN`` sorts before 0.6.18 but holds its code); only a final
-release below a row's first release keeps the row off (:func:`judge`).
+(a nightly ``0.6.18.devN`` sorts before 0.6.18 but holds its code).  Each row is
+judged by the release the build's code has reached by what it holds
+(:mod:`fi_compat.verdict.code_release`), or a final label's where that is newer;
+only a build whose code surely predates a row keeps the row off (:func:`judge`).
 
 A row is *verified* when the release matrix ran that release
 (:data:`fi_compat.model.release_list.MATRIX_RELEASES`), the release lies in the row's
@@ -348,6 +350,9 @@ class ReleaseVerdict:
 
     def reason(self) -> str:
         parts = [v.reason for v in self.problems]
+        if self.code is not None and (self.release is None or self.code != Version(self.release.public)):
+            called = "an unlabelled build" if self.release is None else f"flashinfer {self.release}"
+            parts.insert(0, f"{called} holds {self.code}'s code or newer by what it has: judged as that")
         unverified = [v.bound.spec.qualname for v in self.rows if v.kind == BOUND and not v.verified]
         if unverified:
             parts.append(f"outside the verified releases: {', '.join(unverified)}")
