@@ -142,10 +142,6 @@ class FunctionSpec:
                     return Home(earlier.module, earlier.name)
         return self.home
 
-    def at_home(self, home: Home) -> "FunctionSpec":
-        """This spec as one place holds it: ``home``'s module and name, no other home."""
-        return replace(self, module=home.module, name=home.name, renamed_from=())
-
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
