@@ -574,8 +574,8 @@ def test_a_release_below_every_row_has_the_outcome_predates(tmp_path):
     tests/test_older_releases.py): below every row, nothing to bound."""
     with loaded_release("0.6.13", tmp_path) as fake:
         lookup = source_lookup(DirectoryReader(str(fake.root)))
-        held_by_0_6_4 = {specs.NEAREST_PROFILE, specs.DECODE}
-        whole = judge_release(lambda spec: lookup(spec) if spec in held_by_0_6_4 else None, Version("0.6.4"))
+        held = {specs.NEAREST_PROFILE, specs.DECODE}  # the fake's decode is 0.6.13's (its code reads as 0.6.12)
+        whole = judge_release(lambda spec: lookup(spec) if spec in held else None, Version("0.6.4"))
     assert whole.outcome == PREDATES and whole.problems == []
     assert "predates every cache fi_compat bounds (the first arrives in 0.6.13)" in whole.reason()
 

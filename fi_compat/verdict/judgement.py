@@ -350,9 +350,6 @@ class ReleaseVerdict:
 
     def reason(self) -> str:
         parts = [v.reason for v in self.problems]
-        if self.code is not None and (self.release is None or self.code != Version(self.release.public)):
-            called = "an unlabelled build" if self.release is None else f"flashinfer {self.release}"
-            parts.insert(0, f"{called} holds {self.code}'s code or newer by what it has: judged as that")
         unverified = [v.bound.spec.qualname for v in self.rows if v.kind == BOUND and not v.verified]
         if unverified:
             parts.append(f"outside the verified releases: {', '.join(unverified)}")
@@ -360,10 +357,13 @@ class ReleaseVerdict:
             parts.append(f"call API: {self.call_api.describe()}")
         if not parts and self.outcome == PREDATES:
             oldest = min((v.bound.since for v in self.rows if v.bound.since is not None), default=None)
-            return (
+            parts.append(
                 f"flashinfer {self.release} predates every cache fi_compat bounds (the first arrives in "
                 f"{oldest}): nothing to bound here"
             )
+        if self.code is not None and (self.release is None or self.code != Version(self.release.public)):
+            called = "an unlabelled build" if self.release is None else f"flashinfer {self.release}"
+            parts.insert(0, f"{called} holds {self.code}'s code or newer by what it has: judged as that")
         return "; ".join(parts) or f"flashinfer {self.release}: every bound fits and is verified"
 
 
