@@ -255,8 +255,8 @@ def behaviour(fake) -> object:
 
 @pytest.fixture
 def by_name_only(monkeypatch):
-    """The runtime watch off: what fi_compat does with a row from its name alone (with the
-    watch on, a memo missing by name is the watch's to measure: test_a_memo_missing_by_name_...)."""
+    """The runtime watch off: what fi_compat does with a row from its name alone (what the watch
+    adds where knowledge is missing: test_a_memo_missing_by_name_is_warned_about_and_measured)."""
     monkeypatch.setenv("FI_COMPAT_WATCH", "off")
 
 
@@ -569,10 +569,29 @@ def test_a_release_above_the_range_is_still_bound_unverified(tmp_path):
 
 
 def test_a_release_below_every_row_has_the_outcome_predates(tmp_path):
+    """0.6.4 holds, of the rows' functions, the nearest-profile memo alone (its real wheel:
+    tests/test_older_releases.py): below every row, nothing to bound."""
     with loaded_release("0.6.13", tmp_path) as fake:
-        whole = judged_release(fake, "0.6.4")
+        lookup = source_lookup(DirectoryReader(str(fake.root)))
+        held = {specs.NEAREST_PROFILE, specs.DECODE}  # the fake's decode is 0.6.13's (its code reads as 0.6.12)
+        whole = judge_release(lambda spec: lookup(spec) if spec in held else None, Version("0.6.4"))
     assert whole.outcome == PREDATES and whole.problems == []
     assert "predates every cache fi_compat bounds (the first arrives in 0.6.13)" in whole.reason()
+
+
+@pytest.mark.parametrize("label", ["0.6.4", "0.6.12.dev20260101"])
+def test_a_label_that_lags_its_code_is_judged_by_what_the_code_holds(label, tmp_path):
+    """0.6.13's functions under an older label (a source build whose version.txt lags, a
+    nightly): the code holds the tuning-config builder of 0.6.13, so it is bounded as
+    0.6.13 is, unverified, and the reason says why."""
+    with loaded_release("0.6.13", tmp_path) as fake:
+        as_labelled = judged_release(fake, label)
+        as_released = judged_release(fake, "0.6.13")
+    assert [v.kind for v in as_labelled.rows] == [v.kind for v in as_released.rows]
+    assert as_labelled.code == Version("0.6.13") and as_labelled.outcome == UNVERIFIED
+    builder = next(v for v in as_labelled.rows if v.bound.name == "builder")
+    assert builder.kind == BOUND and not builder.verified
+    assert f"flashinfer {label} holds 0.6.13's code or newer" in builder.reason
 
 
 def test_every_row_is_verified_through_one_release():

@@ -89,8 +89,11 @@ def batch_cap_of(builder: Callable[..., Any]) -> Optional[Callable[..., Optional
     import importlib
 
     namespace = getattr(builder, "__globals__", None)
-    name = specs.CUTE_DSL_BATCH_CAP.name
-    if not isinstance(namespace, dict) or name not in namespace or _MAX_BATCH not in namespace:
+    if not isinstance(namespace, dict) or _MAX_BATCH not in namespace:
+        return None
+    # the search by the name the builder's module binds it under (a declared rename: any of its names)
+    name = next((home.name for home in specs.CUTE_DSL_BATCH_CAP.homes() if home.name in namespace), None)
+    if name is None:
         return None
     package = namespace.get("__package__") or ""
     # the installed search, the count of its parameters called positionally

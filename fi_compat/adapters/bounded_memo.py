@@ -19,7 +19,6 @@ One proxy object replaces the function at every module attribute that holds it
 
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Any, Callable, Hashable, Optional, Protocol
 
@@ -28,9 +27,7 @@ from ..lookup import NO_MEMO, Found
 from ..lookup.memo_site import find_cache
 from ..memo.proxies import memoized_function
 from .base import Plan, PatchStep
-from .batch_cap import batch_cap_of
-from .builder_entries import fast_entry
-from .keys import ArgumentLayout
+from .layout import ArgumentLayout
 from .strategies import KeyStrategy
 from ..model.spec_model import FunctionSpec
 
@@ -61,10 +58,6 @@ def _layout_of(
         return ArgumentLayout.of(target, renamed)
     except (TypeError, ValueError):  # no introspectable signature: use the spec's
         return ArgumentLayout(fallback_names, fallback_defaults, renamed)
-
-
-def _unkeyed(values: tuple) -> None:
-    return None
 
 
 def _raw_fallback(target: Callable, cache: BoundedCache) -> Callable[[tuple, dict], Any]:
@@ -124,7 +117,9 @@ def _probing(compute: Callable[[tuple, dict, Any], Any]) -> Callable[[tuple, dic
 def plan(bound: Row, found: Found, cache_size: int) -> Plan:
     """The plan that puts ``found`` (one row of :data:`fi_compat.verdict.bounds.BOUNDS`) behind a bounded memo.
 
-    Cost: one ``inspect.signature``; nothing of flashinfer's runs.
+    What is keyed and computed is the row's key strategy's (:meth:`KeyStrategy.memo`);
+    this adds the bounded caches, the fallback for calls the key cannot take, and the
+    patch at every holder.  Cost: one ``inspect.signature``; nothing of flashinfer's runs.
     """
     # A cache under decorators is bounded where it sits (found.site): the outer
     # decorators stay at the module attribute and call the proxy instead.
@@ -134,7 +129,9 @@ def plan(bound: Row, found: Found, cache_size: int) -> Plan:
         original = flashinfer_cache = site.cache
     else:
         original = found.obj
-        located = find_cache(original, bound.spec.name.rsplit(".", 1)[-1]) if found.memo != NO_MEMO else None
+        located = (
+            find_cache(original, found.name or bound.spec.name.rsplit(".", 1)[-1]) if found.memo != NO_MEMO else None
+        )
         # located.cache is not original for a stack none of whose slots fi_compat can write: replaced whole
         flashinfer_cache = None if located is None else located.cache
     replaces_cache = flashinfer_cache is not None
@@ -144,53 +141,11 @@ def plan(bound: Row, found: Found, cache_size: int) -> Plan:
     # parameters the lookup found for this release, not the newest spec's.
     names = tuple(p.name for p in found.function.params) or bound.spec.names
     layout = _layout_of(target, names, spec_defaults, bound.spec.earlier_names())
-    strategy = bound.strategy
-    # a key that holds the cute-dsl batch cap computes it as this release's builder does
-    batch_cap = batch_cap_of(target) if strategy.batch_cap else None
-    if strategy.key is None:  # a proxy strategy keys its calls itself (strategy.proxy, below)
-        key_of: Callable[[tuple], Optional[Hashable]] = _unkeyed
-    elif strategy.asks_function:
-        key_of = strategy.key(layout, target)
-    else:
-        key_of = strategy.key(layout, batch_cap) if batch_cap is not None else strategy.key(layout)
     size = cache_size * bound.scale
     cache = BoundedCache(bound.name, size, keep_identity=bound.keep_identity)
     caches = {bound.name: cache}
-    # what the key reads and remembers (split counts, batch-cap readings) goes with the memo's answers
-    for remembers in (key_of, batch_cap):
-        forget = getattr(remembers, "fi_compat_forget", None)
-        if forget is not None:
-            cache.forget_with(forget)
 
-    complete, count = layout.complete, len(layout.names)
-
-    def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
-        if not kwargs and len(args) == count:  # every parameter positionally: the tuple is complete
-            return key_of(args)
-        values = complete(args, kwargs)
-        return None if values is None else key_of(values)
-
-    translated = None if strategy.miss_arguments is None else strategy.miss_arguments(layout)
-    if strategy.computes_from_key:
-
-        def compute(args: tuple, kwargs: dict, normalised: Any) -> Any:
-            return target(*normalised)
-    elif translated is not None:
-        arguments_of = translated
-
-        def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
-            # by keyword: a (**kwargs) wrapper takes nothing positionally
-            values = layout.complete(args, kwargs)
-            assert values is not None  # a miss comes only for a keyed call: its key was made from these values
-            return target(**dict(zip(layout.names, arguments_of(values))))
-    else:
-
-        def compute(args: tuple, kwargs: dict, _key: Any) -> Any:
-            return target(*args, **kwargs)
-
-    miss = _probing(compute) if bound.probes else compute
-
-    fallback: Optional[Callable[[tuple, dict], Any]] = None
+    fallback: Callable[[tuple, dict], Any]
     if replaces_cache:
         unkeyed = BoundedCache(f"{bound.name} (unkeyed calls)", size)
         caches[unkeyed.name] = unkeyed
@@ -201,15 +156,25 @@ def plan(bound: Row, found: Found, cache_size: int) -> Plan:
         def fallback(args: tuple, kwargs: dict) -> Any:
             return target(*args, **kwargs)
 
-    # The builder runs on every decode: a memo with its own signature skips the
-    # generic argument handling (same key; see builder_entries).  Its unkeyable
-    # calls go to the original, so only where that is not a functools cache.
-    entry = fast_entry(target) if strategy.fast_entry and not replaces_cache else None
-    if strategy.proxy is not None:
-        entry = strategy.proxy(layout, target, fallback, cache_size)
-    if entry is not None and batch_cap is not None:
-        entry = functools.partial(entry, batch_cap=batch_cap)
-    proxy = memoized_function(original, cache, key, miss, fallback, entry=entry, fill=_keeping_unless_probing(cache))
+    parts = bound.strategy.memo(layout, target, fallback, cache_size, replaces_cache)
+    # what the key reads and remembers (split counts, batch-cap readings) goes with the memo's answers
+    for remembers in parts.remembers:
+        forget = getattr(remembers, "fi_compat_forget", None)
+        if forget is not None:
+            cache.forget_with(forget)
+
+    key_of, complete, count = parts.key_of, layout.complete, len(layout.names)
+
+    def key(args: tuple, kwargs: dict) -> Optional[Hashable]:
+        if not kwargs and len(args) == count:  # every parameter positionally: the tuple is complete
+            return key_of(args)
+        values = complete(args, kwargs)
+        return None if values is None else key_of(values)
+
+    miss = _probing(parts.compute) if bound.probes else parts.compute
+    proxy = memoized_function(
+        original, cache, key, miss, fallback, entry=parts.entry, fill=_keeping_unless_probing(cache)
+    )
     clear = flashinfer_cache.cache_clear if replaces_cache else None
     if site is not None:  # the slots inside the decorator stack, and module attributes holding the cache
         step = PatchStep(bound.spec.qualname, original, proxy, site.holders, before=clear)

@@ -8,19 +8,22 @@ and a gather into the complete argument tuple before it can compute the key.
 A function with the builder's own signature pays none of that: Python binds
 the keywords straight to its locals, and the key is computed from them.
 
-Each release family's parameters (names, order, defaults) are one row of
-:data:`FAMILIES`; the entry is one template (:data:`_TEMPLATE`) written out
-with that row's parameter list, so every family runs the same lines.
+Each form the builder's parameters have taken (names, order, defaults) is one
+row of :data:`FAMILIES`, read from :data:`fi_compat.model.specs.TUNING_CONFIG_BUILDER`
+(:meth:`~fi_compat.model.spec_model.FunctionSpec.forms`: one per release that
+changed them); the entry is one template (:data:`_TEMPLATE`) written out with
+that row's parameter list, so every family runs the same lines.
 :func:`fast_entry` returns the factory whose signature equals the installed
 builder's, or ``None`` (then the generic memo serves it: slower, equally
 correct).  Every entry computes its key with
 :func:`fi_compat.adapters.keys.builder_key_of`, the function the generic memo
 uses, so both give the same key for the same call; a parameter a family lacks
-is ``None`` in the key, as the generic memo's layout gives it.
+is ``None`` in the key, as the generic memo's layout gives it.  The entries know
+nothing of the runtime watch: whether it runs is the installer's to decide.
 
 Cost: writing an entry out (``compile`` of a dozen lines) once per install.
-Cost of a hit: the key (two shape reads, one tuple) and one
-lock-free cache lookup.  A miss, or a call the key cannot take, costs what the
+Cost of a hit: the key (two shape reads, one tuple) and one lock-free cache
+lookup.  A miss, or a call the key cannot take, costs what the
 generic memo's does.  Calls that do not bind raise the ``TypeError`` Python
 raises for the original (same function name, same parameters).  A traceback
 through an entry shows its lines (they are registered with :mod:`linecache`).
@@ -33,40 +36,18 @@ import linecache
 from typing import Any, Callable, Optional
 
 from ..memo.cache import MISSING
+from ..model.spec_model import REQUIRED
 from ..model.specs import TUNING_CONFIG_BUILDER
 from .keys import builder_key_of
 
 Entry = Callable[..., Any]
 EntryFactory = Callable[..., Entry]
 
-_REQUIRED = object()
-_HEAD = ("kv_cache", "block_tables", "workspace_buffer", "runner_names", "q_len", "num_heads", "kv_lora_rank")
-
-#: Each release family's builder parameters in order, with their defaults (:data:`_REQUIRED`: none).
+#: Each form of the builder's parameters in order, with their defaults (``REQUIRED``: none), by
+#: the release that first had it; TensorRT-LLM's replacement takes the first (nine, no defaults).
 FAMILIES: dict[str, tuple[tuple[str, Any], ...]] = {
-    "0.6.17 - 0.7.4: fifteen parameters": (
-        *((name, _REQUIRED) for name in _HEAD),
-        ("max_seq_len", _REQUIRED),
-        ("device", _REQUIRED),
-        ("has_sparse_mla_top_k_lens", False),
-        ("cute_dsl_impl", "auto"),
-        ("sinks", None),
-        ("enable_dcp", False),
-        ("cp_world", 1),
-        ("cp_rank", 0),
-    ),
-    "0.6.16 - 0.6.16.post4: eleven parameters (cute_dsl_impl, sinks added)": (
-        *((name, _REQUIRED) for name in _HEAD),
-        ("max_seq_len", _REQUIRED),
-        ("device", _REQUIRED),
-        ("cute_dsl_impl", "auto"),
-        ("sinks", None),
-    ),
-    "0.6.13 - 0.6.15.post1 (and TensorRT-LLM's replacement of it): nine parameters, no defaults": (
-        *((name, _REQUIRED) for name in _HEAD),
-        ("max_seq_len", _REQUIRED),
-        ("device", _REQUIRED),
-    ),
+    f"from {release}: {len(form.params)} parameters": tuple((p.name, p.default) for p in form.params)
+    for release, form in TUNING_CONFIG_BUILDER.forms()
 }
 
 #: The key's parameters beyond the ones every family has, in builder_key_of's order.
@@ -94,7 +75,7 @@ def _factory(family: str) -> EntryFactory:
     compute, batch_cap=None)`` -> the builder's memo with that family's signature."""
     parameters = FAMILIES[family]
     names = [name for name, _ in parameters]
-    defaults = {f"_d_{name}": default for name, default in parameters if default is not _REQUIRED}
+    defaults = {f"_d_{name}": default for name, default in parameters if default is not REQUIRED}
     header = ", ".join(name if f"_d_{name}" not in defaults else f"{name}=_d_{name}" for name in names)
     source = _TEMPLATE.format(
         name=TUNING_CONFIG_BUILDER.name,
@@ -134,7 +115,7 @@ def _factory(family: str) -> EntryFactory:
     return factory
 
 
-ENTRIES = tuple(_factory(family) for family in FAMILIES)
+ENTRIES = tuple(_factory(family) for family in reversed(FAMILIES))  # the newest form first: the likeliest
 
 
 def _parameters(signature: inspect.Signature) -> list[tuple[Any, ...]]:

@@ -1,4 +1,4 @@
-"""Cache keys: how a call's arguments become a key, and why each normalisation is safe.
+"""Keys of the tuning config and its builder: how a call's arguments become a key, and why each normalisation is safe.
 
 Every key is computed from the call's arguments *by parameter name*, however
 flashinfer passes them (positionally, by keyword, or mixed):
@@ -12,11 +12,13 @@ Normalisations (each proven against the real function in the release matrix,
 
 * :func:`profile_ladder`: ``profile_seq_len`` of the tuning config only fills
   the synthetic ``seq_lens`` used while autotuning;
-* :func:`k_tile_ceiling`: the cute-dsl split-KV / workspace sizer reads
-  ``max_seq_len`` only as ``ceil(max_seq_len / 128)``, the K-tile count;
+* :func:`builder_key_of`: the builder reads shapes and scalars, never tensor data;
 * :func:`closure_value`: the autotuner's bucket mapper as a value, so the
   nearest-profile memo (:mod:`fi_compat.adapters.bucket_match`) shares its
   entries across the tuning configs of one model.
+
+The cute-dsl sizers' and batch cap's keys (the K-tile count and its saturation)
+are :mod:`fi_compat.adapters.sizer_keys`'.
 """
 
 from __future__ import annotations
@@ -24,16 +26,7 @@ from __future__ import annotations
 from typing import Any, Callable, Hashable, Optional
 
 from .layout import ArgumentLayout, as_int
-from .sizer_keys import (
-    K_TILE,
-    SEARCH_LOWEST_PROBE,
-    batch_cap_key,
-    k_tile_ceiling,
-    monolithic_split_kv_key,
-    saturated_k_tiles,
-    saturated_length,
-    split_kv_key,
-)
+from .sizer_keys import k_tile_ceiling
 
 PROFILE_LADDER_BITS = 4
 """Significant bits kept by :func:`profile_ladder`: 8 values per doubling,
@@ -249,22 +242,12 @@ def fresh_builder_arguments(layout: ArgumentLayout) -> Callable[[tuple], tuple]:
 
 
 __all__ = [
-    "ArgumentLayout",
     "BUILDER_SCALARS",
-    "K_TILE",
     "PROFILE_LADDER_BITS",
-    "SEARCH_LOWEST_PROBE",
-    "as_int",
-    "batch_cap_key",
     "builder_key",
     "builder_key_of",
     "closure_value",
     "fresh_builder_arguments",
-    "k_tile_ceiling",
-    "monolithic_split_kv_key",
     "profile_ladder",
-    "saturated_k_tiles",
-    "saturated_length",
-    "split_kv_key",
     "tuning_config_key",
 ]

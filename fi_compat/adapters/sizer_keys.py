@@ -1,9 +1,14 @@
 """Keys of the cute-dsl split-KV / workspace sizers and of the batch-cap search.
 
-Split out of :mod:`fi_compat.adapters.keys` (which re-exports them): the sizers
-read ``max_seq_len`` only as a K-tile count, and past a count set by the SM
-count and the batch size not at all.  Each normalisation is proven against the
-real function on random arguments in ``tests/matrix/test_key_proofs.py``.
+One concern: how the cute-dsl MLA decode reads ``max_seq_len``.  The sizers
+read it only as a K-tile count, and past a count set by the SM count and the
+batch size not at all; the batch-cap search reads it only to pass it to the
+sizer, along a path set by the cap it returns.  The keys follow, and so do the
+builder's key (:func:`fi_compat.adapters.keys.builder_key_of`), the batch cap
+(:mod:`fi_compat.adapters.batch_cap`) and the split counts
+(:mod:`fi_compat.adapters.split_counts`), which import them from here.  Each
+normalisation is proven against the real function on random arguments in
+``tests/matrix/test_key_proofs.py``.
 """
 
 from __future__ import annotations
@@ -146,3 +151,17 @@ def batch_cap_key(layout: ArgumentLayout) -> Callable[[tuple[Any, ...]], Optiona
         return None if sinks is not None and values[sinks] is not None else by_k_tile(values)
 
     return key
+
+
+__all__ = [
+    "K_TILE",
+    "SEARCH_LOWEST_PROBE",
+    "batch_cap_key",
+    "cap_holds_at",
+    "k_tile_ceiling",
+    "lowest_probe",
+    "monolithic_split_kv_key",
+    "saturated_k_tiles",
+    "saturated_length",
+    "split_kv_key",
+]

@@ -20,6 +20,7 @@ from .. import lookup
 from ..lookup import import_hooks
 from ..adapters import Plan, bounded_memo
 from ..verdict.bounds import by_name
+from ..verdict.code_release import reached as code_reached
 from ..verdict.judgement import BOUND, NOT_IN_RELEASE, Verdict, judge
 from .state import State
 
@@ -49,11 +50,13 @@ def rejudge(state: State, module_name: str, version: Any, cache_size: int) -> tu
     A row still read from source (moved to yet another module) waits for that one."""
     plan, problems, bound_now = Plan(), [], []
     find = lookup.runtime_lookup(version)
+    # the release the code has reached by what install found, as install judged by it
+    reached = code_reached([(v.bound.spec, v.found) for v in state.verdicts.values()])
     for name, waited in list(state.waiting.items()):
         if waited != module_name:
             continue
         bound = by_name(name)
-        verdict = judge(bound, find(bound.spec), version, cache_size)
+        verdict = judge(bound, find(bound.spec), version, cache_size, reached)
         previous, state.verdicts[name] = state.verdicts[name], verdict
         del state.waiting[name]
         again = waits_for(verdict, find)

@@ -11,12 +11,16 @@ A function described in :mod:`fi_compat.model.specs` is looked for in one of two
 
 The rules are the same in both places:
 
-1. Look where the spec says the function lives.  A name that module binds with
-   ``from .elsewhere import name`` (a re-export) is followed to its definition.
+1. Look where the spec says the function lives, at every home it names (its
+   current module and name, then each earlier one a rename or move left:
+   :meth:`~fi_compat.model.spec_model.FunctionSpec.homes`), whatever the release's
+   label says: a build's label may lag its code.  :attr:`Found.at` says which.  A
+   name that module binds with ``from .elsewhere import name`` (a re-export) is
+   followed to its definition.
 2. A definition under a module-level ``if``/``try``/``with`` counts; the last
    binding wins, as at import.
-3. If the module does not bind the name at all, every module is searched for a
-   function of that name (a release that moved it); :attr:`Found.moved` says so.
+3. If no home binds it, every module is searched for a function of one of its
+   names (a release that moved it without a spec line); :attr:`Found.moved` says so.
 4. The memo decorator is classified: ``unbounded`` (``functools.cache``,
    ``lru_cache(None)``), ``bounded`` (``lru_cache(maxsize=N)``) or ``none``.
    In source, by the module's own names (``from functools import cache as
@@ -37,8 +41,9 @@ from typing import Callable, Optional
 
 from packaging.version import Version
 
+from ..model.spec_model import Home
 from ..model.specs import FunctionSpec
-from .live import aliases_of, describe_callable, find_live, module_loaded
+from .live import aliases_of, describe_callable, find_live, find_live_at, module_loaded
 from .model import (
     BOUNDED,
     NO_MEMO,
@@ -56,7 +61,9 @@ from .source import (
     SourceIndex,
     SourceReader,
     describe_def,
+    find_at_home,
     find_in_source,
+    find_moved,
     module_level_statements,
     resolve_relative,
     source_lookup,
@@ -73,11 +80,14 @@ class RuntimeLookup:
     they load: provisionally, the runtime judges them again, live, when they do.
     :attr:`from_source` names each spec (qualname) a call read from source.
 
-    A function its module does not bind live is also looked for in the source of
-    every module (a release that moved it into a lazily imported module without
-    a re-export), for functions the release should have only.  Never imports
-    anything.  Cost: a parse per module read (tens of ms); the moved-function
-    search reads every source file (about 0.1 s), only for a missing function."""
+    Each of the spec's homes is looked at in turn, the newest first.  A function
+    no home binds is also looked for in every loaded module and in the source of
+    every module (a release that moved it into a lazily imported module without a
+    re-export), unless the release's label says it lacks the function: a namesake
+    found elsewhere there is not it (:func:`fi_compat.verdict.judgement.judge`).
+    Never imports anything.  Cost: a parse per module read (tens of ms); the
+    moved-function search reads every source file (about 0.1 s), only for a
+    missing function."""
 
     def __init__(self, release: Optional[Version]) -> None:
         self.release = release
@@ -93,33 +103,51 @@ class RuntimeLookup:
             self._index = SourceIndex(DirectoryReader.for_package_dir(paths[0]))
         return self._index
 
-    def _live(self, spec: FunctionSpec) -> Optional[Found]:
-        return find_live(spec, spec.at(str(self.release)) if self.release is not None else None)
+    def _expected(self, spec: FunctionSpec) -> Optional[FunctionSpec]:
+        return spec.at(str(self.release)) if self.release is not None else None
+
+    def _at(self, spec: FunctionSpec, home: Home) -> Optional[Found]:
+        """``spec`` at ``home``: live once its module is loaded (what it binds then is
+        what counts), else from source."""
+        if module_loaded(home.module):
+            return find_live_at(spec, home, self._expected(spec))
+        sources = self._source()
+        found = None if sources is None else find_at_home(sources, home)
+        if found is not None:
+            self.from_source.add(spec.qualname)
+        return found
 
     def __call__(self, spec: FunctionSpec) -> Optional[Found]:
-        present = self.release is None or spec.present_in(self.release)
-        loaded = module_loaded(spec.module)
-        if loaded:
-            found = self._live(spec)
-            if found is not None or not present:
+        self.from_source.discard(spec.qualname)
+        for home in spec.homes():
+            found = self._at(spec, home)
+            if found is not None:
                 return found
-        sources = self._source()
-        found = None if sources is None else find_in_source(spec, sources, search_moved=present)
-        if found is not None and found.moved and module_loaded(found.defined_in):
-            return self._live(spec)  # moved into a loaded module: what it binds live
-        if loaded and (found is None or not found.moved):
-            return None  # the live module is what counts once it is loaded
-        self.from_source.add(spec.qualname)
+        found = None
+        if self.release is None or spec.present_in(self.release):
+            live = find_live(spec, self._expected(spec))
+            if live is not None:
+                return live  # moved into a loaded module
+            sources = self._source()
+            found = None if sources is None else find_moved(spec, sources)
+            if found is not None and module_loaded(found.defined_in):
+                return None  # that module is loaded and binds no such function live
+        if found is None and module_loaded(spec.module):
+            return None  # its module is loaded and binds nothing: final
+        if found is None or found.moved:
+            self.from_source.add(spec.qualname)  # settled when the module is imported
         return found
 
     def waits_for(self, spec: FunctionSpec, found: Optional[Found]) -> Optional[str]:
         """The module whose import settles a verdict read from source, or ``None``
         when it was read live (final).  A moved function waits for the module it
-        moved to; otherwise the spec's module (whose attribute a patch replaces,
-        bound only once its body has run)."""
+        moved to; otherwise the home's module it was found at (whose attribute a
+        patch replaces, bound only once its body has run)."""
         if spec.qualname not in self.from_source:
             return None
-        return found.defined_in if found is not None and found.moved else spec.module
+        if found is not None and found.at is not None:
+            return found.at.module
+        return spec.module
 
 
 def runtime_lookup(release: Optional[Version]) -> RuntimeLookup:
@@ -141,8 +169,11 @@ __all__ = [
     "aliases_of",
     "describe_callable",
     "describe_def",
+    "find_at_home",
     "find_in_source",
     "find_live",
+    "find_live_at",
+    "find_moved",
     "foreign_memo",
     "memo_of_decorator",
     "memo_of_object",

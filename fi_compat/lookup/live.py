@@ -17,6 +17,7 @@ from ..model.signatures import (
     FoundFunction,
     FoundParam,
 )
+from ..model.spec_model import Home
 from ..model.specs import FunctionSpec, homes
 from .memo_site import CacheSite, find_cache
 from .model import NO_MEMO, PACKAGE, Found, foreign_memo, memo_of_object
@@ -73,38 +74,65 @@ def module_loaded(name: str) -> bool:
     return sys.modules.get(name) is not None and not importing_elsewhere(name)
 
 
-def find_live(spec: FunctionSpec, expected_params: Optional[FunctionSpec] = None) -> Optional[Found]:
-    """``spec`` among the imported modules, or ``None`` when nothing binds it.
+def find_live(
+    spec: FunctionSpec, expected_params: Optional[FunctionSpec] = None, search_moved: bool = True
+) -> Optional[Found]:
+    """``spec`` among the imported modules, or ``None`` when nothing binds it: at each
+    of its homes (:meth:`FunctionSpec.homes`, the newest first), then (``search_moved``)
+    a function of one of its names defined in any other loaded flashinfer module.
 
     A foreign memo that hides the original's signature (TensorRT-LLM's
     workaround takes ``**kwargs``) is described with the parameters of
     ``expected_params`` (the spec at the installed release): that workaround
     installs only on a builder with exactly those parameters."""
-    module = sys.modules.get(spec.module)
-    if "." in spec.name:
-        return None if module is None else _find_member(spec, module)
-    obj = None if module is None else vars(module).get(spec.name)
-    moved = False
+    for home in spec.homes():
+        found = find_live_at(spec, home, expected_params)
+        if found is not None:
+            return found
+    if not search_moved:
+        return None
+    for name in dict.fromkeys(home.name for home in spec.homes() if "." not in home.name):
+        obj, defined_in = _search_live(name, homes(name))
+        if obj is not None:
+            return _found(spec, Home(defined_in, name), obj, defined_in, expected_params, moved=True)
+    return None
+
+
+def find_live_at(spec: FunctionSpec, home: Home, expected_params: Optional[FunctionSpec] = None) -> Optional[Found]:
+    """``spec`` at one of its homes in the imported modules, or ``None``."""
+    module = sys.modules.get(home.module)
+    if module is None:
+        return None
+    if "." in home.name:
+        return _find_member(spec, home, module)
+    obj = vars(module).get(home.name)
     if obj is None:
-        obj, home = _search_live(spec.name, homes(spec.name))
-        if obj is None:
-            return None
-        moved = True
-    else:
-        home = getattr(inspect.unwrap(obj), "__module__", spec.module) or spec.module
+        return None
+    defined_in = getattr(inspect.unwrap(obj), "__module__", home.module) or home.module
+    return _found(spec, Home(home.module, home.name), obj, defined_in, expected_params)
+
+
+def _found(
+    spec: FunctionSpec,
+    at: Home,
+    obj: Any,
+    defined_in: str,
+    expected_params: Optional[FunctionSpec],
+    moved: bool = False,
+) -> Found:
     foreign = foreign_memo(obj)
-    function = describe_callable(spec.qualname, obj, where=f"{home}.{spec.name}")
+    function = describe_callable(at.qualname, obj, where=f"{defined_in}.{at.name}")
     if foreign is not None and not any(p.kind == POSITIONAL_OR_KEYWORD for p in function.params):
         shown = expected_params or spec
         params = tuple(FoundParam(p.name, POSITIONAL_OR_KEYWORD, not p.required) for p in shown.params)
         function = replace(function, params=params, where=f"{function.where} (replaced by {foreign})")
-    return Found(function, home, moved, obj, aliases_of(obj), foreign, site=_nested_site(obj, spec.name))
+    return Found(function, defined_in, moved, obj, aliases_of(obj), foreign, site=_nested_site(obj, at.name), at=at)
 
 
-def _find_member(spec: FunctionSpec, module: Any) -> Optional[Found]:
+def _find_member(spec: FunctionSpec, home: Home, module: Any) -> Optional[Found]:
     """``Class.member`` of ``module`` (a classmethod/staticmethod is unwrapped; the
     patch puts the same kind of descriptor back around fi_compat's proxy)."""
-    owner_name, member = spec.name.rsplit(".", 1)
+    owner_name, member = home.name.rsplit(".", 1)
     owner: Any = module
     for part in owner_name.split("."):
         owner = getattr(owner, "__dict__", {}).get(part)
@@ -115,12 +143,13 @@ def _find_member(spec: FunctionSpec, module: Any) -> Optional[Found]:
         return None
     descriptor = type(raw) if isinstance(raw, (classmethod, staticmethod)) else None
     obj = raw.__func__ if descriptor is not None else raw
-    home = getattr(owner, "__module__", spec.module) or spec.module
-    function = describe_callable(spec.qualname, obj, where=f"{home}.{spec.name}")
+    defined_in = getattr(owner, "__module__", home.module) or home.module
+    function = describe_callable(home.qualname, obj, where=f"{defined_in}.{home.name}")
     if descriptor is classmethod and function.params and function.params[0].name != "cls":
         function = replace(function, params=(FoundParam("cls", POSITIONAL_OR_KEYWORD, False), *function.params))
     site = _nested_site(obj, member)
-    return Found(function, home, False, obj, ((owner, member),), foreign_memo(obj), raw, descriptor, site)
+    at = Home(home.module, home.name)
+    return Found(function, defined_in, False, obj, ((owner, member),), foreign_memo(obj), raw, descriptor, site, at)
 
 
 def _nested_site(obj: Any, name: str) -> Optional[CacheSite]:

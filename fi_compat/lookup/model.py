@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..model.signatures import FoundFunction, Memo
+from ..model.spec_model import Home
 from .memo_site import CacheSite, find_cache
 from .source_names import NO_NAMES, ModuleNames, is_unknown
 
@@ -25,7 +26,9 @@ _LRU_DEFAULT_MAXSIZE = 128  # functools.lru_cache() with no argument
 @dataclass(frozen=True)
 class Found:
     """A function as found.  ``function`` describes its parameters and memo;
-    ``obj`` and ``aliases`` exist for live lookups only."""
+    ``obj`` and ``aliases`` exist for live lookups only.  ``at``: the module and
+    name it was found under: one of the spec's homes (:meth:`FunctionSpec.homes`),
+    or, when ``moved``, wherever the search for its name found it."""
 
     function: FoundFunction
     defined_in: str
@@ -40,6 +43,12 @@ class Found:
     # The functools cache under a stack of decorators, with the slots that hold it
     # (live lookups only; ``None`` when ``obj`` is the cache or there is none).
     site: Optional[CacheSite] = None
+    at: Optional[Home] = None
+
+    @property
+    def name(self) -> str:
+        """The attribute (or class member) name it was found under."""
+        return "" if self.at is None else self.at.name.rsplit(".", 1)[-1]
 
     @property
     def memo(self) -> str:

@@ -10,7 +10,11 @@ Each :class:`Param` carries its default (``REQUIRED`` when it has none) and the
 first release that has it (``added_in``; ``None`` when the function always had
 it); a renamed one its earlier name (``renamed_from``, one line:
 ``FunctionSpec.renamed``), a removed one the first release without it
-(``removed_in``: ``FunctionSpec.removed``).  Parameter order is the newest release's positional order.  Every fact
+(``removed_in``: ``FunctionSpec.removed``).  Parameter order is the newest release's positional order.
+A function's own life is one line each too: renamed (``.renamed_to(name, in_release=...)``),
+moved to another module (``.moved_to(module, in_release=..., name=...)``) or removed
+(``.retired(in_release)``), appended to its ``FunctionSpec(...)`` below; the runtime, the
+doctor and the guard then find it at the new home and judge it as before.  Every fact
 was read from the published wheels (``pip download --no-deps
 flashinfer-python==X``); docs/compatibility.md lists the releases.
 """
@@ -21,7 +25,7 @@ from typing import Any, Optional
 
 from packaging.specifiers import SpecifierSet
 
-from .spec_model import REQUIRED, FunctionSpec, Param
+from .spec_model import REQUIRED, FunctionSpec, Home, Param
 
 #: The newest release every row of fi_compat.verdict.bounds was verified on (the
 #: matrix results): each row's verified range ends here, written once.
@@ -217,10 +221,10 @@ ALL: tuple[FunctionSpec, ...] = (
 
 
 def homes(name: str) -> frozenset[str]:
-    """Modules where some spec says a function called ``name`` lives: a moved
+    """Modules where some spec says a function called ``name`` lives or lived: a moved
     function is never looked for there (several cute-dsl modules define a sizer
     of the same name)."""
-    return frozenset(spec.module for spec in ALL if spec.name == name)
+    return frozenset(home.module for spec in ALL for home in spec.homes() if home.name == name)
 
 
 __all__ = [
@@ -241,6 +245,7 @@ __all__ = [
     "CUTE_DSL_SPLIT_KV_RUBIN_MTP",
     "DECODE",
     "FunctionSpec",
+    "Home",
     "PUBLIC_MLA_MODULE",
     "Param",
     "REQUIRED",

@@ -12,18 +12,28 @@ verdict               meaning, and what fi_compat does
 ``bounded-upstream``  flashinfer bounds it itself (``lru_cache(maxsize=N)``):
                       fi_compat stands aside
 ``no-cache``          flashinfer keeps no cache there: nothing to bound
-``not-in-release``    the release predates the function, or the row (older than
-                      :attr:`Bound.since`): nothing to bound here, no WARNING
+``not-in-release``    the release lacks the function (before it arrived, after it
+                      was removed), or is a release older than the row
+                      (:attr:`Bound.since`), or has the function only in an older
+                      form than the row's: nothing to bound here, no WARNING
 ``missing``           the release should have it and nothing binds it (moved or
                       removed): WARNING, or an error in strict mode
 ``mismatch``          its parameters changed, so the key may be incomplete:
                       fi_compat leaves it alone, WARNING or strict error
 ====================  ==========================================================
 
+Presence decides, not the label: a function found at one of the homes the spec
+gives it is judged by its signature and memo whatever the release's label says
+(a nightly ``0.6.18.devN`` sorts before 0.6.18 but holds its code).  Each row is
+judged by the release the build's code has reached by what it holds
+(:mod:`fi_compat.verdict.code_release`), or a final label's where that is newer;
+only a build whose code surely predates a row keeps the row off (:func:`judge`).
+
 A row is *verified* when the release matrix ran that release
 (:data:`fi_compat.model.release_list.MATRIX_RELEASES`), the release lies in the row's
-verified range, and the function sits where the spec says; otherwise a
-``bound`` verdict is applied with an UnverifiedReleaseWarning.
+verified range, and the function sits where the spec says that release has it;
+otherwise a ``bound`` verdict is applied with an UnverifiedReleaseWarning: a build
+the matrix never ran is bounded all the same, and unverified only in what it says.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from ..config import DEFAULT_CACHE_SIZE
 from ..lookup import BOUNDED, NO_MEMO, UNBOUNDED, Found
 from ..model.release_list import MATRIX_RELEASES
 from ..model.signatures import Mismatch, compare
+from .code_release import NOTHING_KNOWN, reached as code_reached
 from .vocabulary import PROBLEMS, Kind, Outcome
 
 BOUND = Kind.BOUND
@@ -91,34 +102,93 @@ HUGE = 16
 """A flashinfer bound over HUGE times fi_compat's own (``cache_size * scale``) is effectively unbounded."""
 
 
+def _names_its_code(release: Version) -> bool:
+    """Whether a release label names the code it was read from: a final release (a local
+    label such as ``+cu130`` is the same release).  A development or pre-release label
+    (``X.devN``, a nightly; ``XrcN``) sorts before ``X`` while its code may already hold
+    what ``X`` holds, so it names nothing certain about the code."""
+    return not release.is_prerelease
+
+
+def _leads_to(release: Version) -> Version:
+    """The release a development or pre-release label leads to (``0.6.18.dev1`` -> 0.6.18,
+    ``0.6.15.post1.dev3`` -> 0.6.15.post1): its code is at most that release's."""
+    post = "" if release.post is None else f".post{release.post}"
+    return Version(".".join(str(part) for part in release.release) + post)
+
+
+def code_release(release: Optional[Version], reached: Optional[Version]) -> Optional[Version]:
+    """The release a build's code is judged as: a final label's release, or the newer
+    release its code has reached by what it holds (``reached``:
+    :func:`fi_compat.verdict.code_release.reached`); for any other label (a nightly, a
+    pre-release, none) what it holds alone.  ``None``: not known (no label that names
+    the code, and nothing it holds dated)."""
+    known = reached if reached is not None and reached > NOTHING_KNOWN else None
+    if release is not None and _names_its_code(release):
+        public = Version(release.public)
+        return public if known is None or known <= public else known
+    return known
+
+
+def _code_at_most(release: Optional[Version], code: Optional[Version]) -> Optional[Version]:
+    """The newest release a build's code can be: a final label's own (or newer where what
+    it holds says so), the release a nightly's label leads to; ``None`` for an unlabelled build."""
+    if release is None:
+        return None
+    if _names_its_code(release):
+        return code
+    leads = _leads_to(release)
+    return leads if code is None or code <= leads else code
+
+
 def judge(
-    bound: Bound, found: Optional[Found], release: Optional[Version], cache_size: int = DEFAULT_CACHE_SIZE
+    bound: Bound,
+    found: Optional[Found],
+    release: Optional[Version],
+    cache_size: int = DEFAULT_CACHE_SIZE,
+    reached: Optional[Version] = None,
 ) -> Verdict:
     """The verdict on ``bound`` given what a lookup found (``None``: nothing binds it);
-    ``cache_size``: the setting in force (``maxsize`` is weighed against it).
+    ``cache_size``: the setting in force (``maxsize`` is weighed against it); ``reached``:
+    the release the build's code has reached by what it holds (:func:`judge_release` reads
+    it from every row's lookup), ``None`` when not read.
+
+    Presence decides, not the label.  A row applies from its first release
+    (:attr:`Bound.since`) on, judged by the release the code is (:func:`code_release`: a
+    final label's, or what the code holds where it is newer or the label is a nightly or
+    none); a function found at one of its homes is then judged by its signature and memo.
+    A build whose code surely predates the row (at most a release before it) has nothing
+    to bound there.  Where the code's release is not known well enough (a nightly that
+    holds nothing of the row's release, an unlabelled build), the function found in the
+    row's form is judged, and in an older form is not the row's.  ``added_in`` only words
+    the verdict on an absent function and makes a namesake found outside every home not
+    it; an absent function the build should have is missing, loudly.  A build the matrix
+    did not run is bounded all the same, unverified.
 
     Pure: reads ``found`` and the release, runs nothing of flashinfer's."""
-    qualname = bound.spec.qualname
-    since = bound.since
-    if release is not None and since is not None and Version(release.public) < since:
-        if not bound.spec.present_in(release):
-            return Verdict(bound, NOT_IN_RELEASE, f"{qualname} arrived in {bound.spec.added_in}")
+    spec = bound.spec
+    qualname = spec.qualname
+    code = code_release(release, reached)
+    label = code if code is not None else release
+    if found is not None and found.moved and not spec.present_in(label):
+        found = None  # a namesake outside every home, in a build that lacks the function by its release
+    at_most = _code_at_most(release, code)
+    below = at_most is not None and bound.since is not None and at_most < bound.since
+    unsure = not below and bound.since is not None and label is not None and Version(label.public) < bound.since
+    if found is None:
+        return _absent(bound, release, label, below or unsure)
+    if below:
+        return _predates_row(bound, release, code, found)
+    judged_as = bound.since if unsure else label
+    mismatch = compare(spec, found.function, judged_as)
+    if unsure and mismatch is not None:
         return Verdict(
             bound,
             NOT_IN_RELEASE,
-            f"flashinfer {release} predates this row: fi_compat bounds {qualname} from {since} on "
-            "(before it keys no cache on max_seq_len); nothing to bound here",
+            f"flashinfer {release} has {qualname} in an older form than this row's (from {bound.since}): "
+            f"{mismatch.difference}; nothing keyed per request to bound",
             found=found,
         )
-    if found is not None and found.moved and not bound.spec.present_in(release):
-        found = None  # a namesake elsewhere in a release that predates the function
-    if found is None:
-        if not bound.spec.present_in(release):
-            return Verdict(bound, NOT_IN_RELEASE, f"{qualname} arrived in {bound.spec.added_in}")
-        return Verdict(
-            bound, MISSING, f"{qualname} is missing (moved or removed)", mismatch=compare(bound.spec, None, release)
-        )
-    mismatch = compare(bound.spec, found.function, release)
     note = ""
     if mismatch is not None and mismatch.only_positional_only and bound.strategy.calls_as_called:
         # flashinfer's callers of a memo it calls pass these positionally; fi_compat's memo keys
@@ -126,18 +196,76 @@ def judge(
         note = f"{mismatch.difference}: fi_compat keys them by position, as flashinfer's callers pass them"
     elif mismatch is not None:
         return Verdict(bound, MISMATCH, mismatch.describe(), found=found, mismatch=mismatch)
-    where = f" (found in {found.defined_in}, moved from {bound.spec.module})" if found.moved else ""
+    elsewhere = not found.moved and found.at is not None and not found.at.same_place(spec.home_in(label))
+    where = ""
+    if found.moved:
+        where = f" (found in {found.defined_in}, moved from {spec.module})"
+    elif elsewhere:
+        where = f" (found as {found.at.qualname}, {_home_words(spec, found)})"  # type: ignore[union-attr]
+    if release is None or code is None or code != Version(release.public):
+        where = f"{where}; {_code_words(release, code, bound, unsure)}"
     if note:
         where = f"{where}; {note}"
     verified = (
         not note
         and release is not None
+        and code == Version(release.public)
         and _ran_in_matrix(release)
         and bound.verified.contains(release, prereleases=False)
         and not found.moved
+        and not elsewhere
     )
     verdict = _memo_verdict(bound, found, where, verified, cache_size)
     return replace(verdict, note=note) if note else verdict
+
+
+def _code_words(release: Optional[Version], code: Optional[Version], bound: Bound, unsure: bool) -> str:
+    """Why a build is judged by what it holds rather than by its label, in words."""
+    called = "an unlabelled build" if release is None else f"flashinfer {release}"
+    if unsure:
+        return f"{called} holds nothing dated {bound.since} (this row's first release) or later, but has its form"
+    if code is None:
+        return f"{called} holds nothing fi_compat's specs date: judged by its signatures alone"
+    return f"{called} holds {code}'s code or newer by what it has: judged as that"
+
+
+def _absent(bound: Bound, release: Optional[Version], label: Optional[Version], below: bool) -> Verdict:
+    """The verdict on a row whose function nothing binds (``label``: the release judged by)."""
+    spec = bound.spec
+    qualname = spec.qualname
+    if spec.removed_in is not None and label is not None and label >= Version(spec.removed_in):
+        return Verdict(bound, NOT_IN_RELEASE, f"{qualname} was removed in {spec.removed_in}")
+    if not spec.present_in(label):
+        return Verdict(bound, NOT_IN_RELEASE, f"{qualname} arrived in {spec.added_in}")
+    if below:
+        return _predates_row(bound, release, label, None)
+    return Verdict(bound, MISSING, f"{qualname} is missing (moved or removed)", mismatch=compare(spec, None, label))
+
+
+def _predates_row(bound: Bound, release: Optional[Version], code: Optional[Version], found: Optional[Found]) -> Verdict:
+    qualname = bound.spec.qualname
+    if not bound.spec.present_in(code):
+        return Verdict(bound, NOT_IN_RELEASE, f"{qualname} arrived in {bound.spec.added_in}")
+    called = f"flashinfer {release}"
+    if release is None or code != Version(release.public):
+        called = f"{'an unlabelled build' if release is None else called}, by what its code holds,"
+    return Verdict(
+        bound,
+        NOT_IN_RELEASE,
+        f"{called} predates this row: fi_compat bounds {qualname} from {bound.since} on "
+        "(before it keys no cache on max_seq_len); nothing to bound here",
+        found=found,
+    )
+
+
+def _home_words(spec: specs.FunctionSpec, found: Found) -> str:
+    """Where the spec has the home ``found`` was found at, in words."""
+    assert found.at is not None
+    if found.at.same_place(spec.home):
+        since = spec.renamed_from[0].until if spec.renamed_from else None
+        return f"its home from {since} on" if since else "its home"
+    until = next((h.until for h in spec.renamed_from if h.same_place(found.at)), None)
+    return f"its home before {until}"
 
 
 def _memo_verdict(bound: Bound, found: Found, where: str, verified: bool, cache_size: int) -> Verdict:
@@ -201,6 +329,7 @@ class ReleaseVerdict:
     release: Optional[Version]
     rows: tuple[Verdict, ...]
     call_api: Optional[Mismatch]
+    code: Optional[Version] = None  # the release the code was judged as (judgement.code_release)
 
     @property
     def problems(self) -> list[Verdict]:
@@ -228,10 +357,13 @@ class ReleaseVerdict:
             parts.append(f"call API: {self.call_api.describe()}")
         if not parts and self.outcome == PREDATES:
             oldest = min((v.bound.since for v in self.rows if v.bound.since is not None), default=None)
-            return (
+            parts.append(
                 f"flashinfer {self.release} predates every cache fi_compat bounds (the first arrives in "
                 f"{oldest}): nothing to bound here"
             )
+        if self.code is not None and (self.release is None or self.code != Version(self.release.public)):
+            called = "an unlabelled build" if self.release is None else f"flashinfer {self.release}"
+            parts.insert(0, f"{called} holds {self.code}'s code or newer by what it has: judged as that")
         return "; ".join(parts) or f"flashinfer {self.release}: every bound fits and is verified"
 
 
@@ -295,10 +427,15 @@ def judge_release(
     cache_size: int = DEFAULT_CACHE_SIZE,
 ) -> ReleaseVerdict:
     """Every row of :data:`fi_compat.verdict.bounds.BOUNDS` and the decode signature, through one lookup
-    (live, a package directory or a wheel: the runtime, doctor and the guard)."""
-    rows = tuple(judge(bound, lookup(bound.spec), release, cache_size) for bound in bounds.BOUNDS)
+    (live, a package directory or a wheel: the runtime, doctor and the guard).  Each row is
+    judged by the release the build's code has reached by what the lookups found
+    (:func:`fi_compat.verdict.code_release.reached`) where its label does not name the code."""
+    found = [(bound, lookup(bound.spec)) for bound in bounds.BOUNDS]
     decode = lookup(specs.DECODE)
-    return ReleaseVerdict(release, rows, compare(specs.DECODE, None if decode is None else decode.function, release))
+    reached = code_reached([(bound.spec, f) for bound, f in found] + [(specs.DECODE, decode)])
+    rows = tuple(judge(bound, f, release, cache_size, reached) for bound, f in found)
+    call_api = compare(specs.DECODE, None if decode is None else decode.function, code_release(release, reached))
+    return ReleaseVerdict(release, rows, call_api, code_release(release, reached))
 
 
 __all__ = [
@@ -323,6 +460,7 @@ __all__ = [
     "UNVERIFIED",
     "VERIFIED",
     "Verdict",
+    "code_release",
     "judge",
     "judge_release",
 ]

@@ -10,7 +10,7 @@
   K-tile ceiling, on random workspaces and shapes, with the sizer's own cache
   bypassed, and a check that the cap does follow the K-tile count;
 * the cute-dsl sizers: the uncached function (``__wrapped__``) at
-  ``max_seq_len`` and at ``keys.k_tile_ceiling(max_seq_len)`` on 2,000 random
+  ``max_seq_len`` and at ``sizer_keys.k_tile_ceiling(max_seq_len)`` on 2,000 random
   argument tuples, and a check that crossing a K-tile boundary does change
   the output (otherwise the proof would hold for any normalisation).
 
@@ -27,9 +27,11 @@ import random
 import pytest
 
 import fi_compat
-from fi_compat.adapters.keys import SEARCH_LOWEST_PROBE, k_tile_ceiling, profile_ladder, saturated_length
+from fi_compat.adapters.keys import profile_ladder
 from fi_compat.adapters.layout import ArgumentLayout
-from fi_compat.adapters.sizer_keys import K_TILE, cap_holds_at, saturated_k_tiles
+from fi_compat.adapters.sizer_keys import (
+    K_TILE, SEARCH_LOWEST_PROBE, cap_holds_at, k_tile_ceiling, saturated_k_tiles, saturated_length,
+)
 from fi_compat.adapters.split_counts import STEADY_SPLIT_CAP, split_count_key
 from fi_compat.workload.builder import builder_arguments
 from fi_compat.model.specs import (
