@@ -77,8 +77,9 @@ def _factory(family: str) -> EntryFactory:
     names = [name for name, _ in parameters]
     defaults = {f"_d_{name}": default for name, default in parameters if default is not REQUIRED}
     header = ", ".join(name if f"_d_{name}" not in defaults else f"{name}=_d_{name}" for name in names)
+    entry_name = TUNING_CONFIG_BUILDER.name  # the entry keeps the name it was written with
     source = _TEMPLATE.format(
-        name=TUNING_CONFIG_BUILDER.name,
+        name=entry_name,
         header=header,
         keyed=", ".join(name if name in names else "None" for name in _KEYED),
         shape=", ".join(name if name in names else "None" for name in _SHAPE),
@@ -108,7 +109,7 @@ def _factory(family: str) -> EntryFactory:
             "MISSING": MISSING,
         }
         exec(code, namespace)  # noqa: S102  (fi_compat's own template, written out above)
-        entry: Entry = namespace[TUNING_CONFIG_BUILDER.name]
+        entry: Entry = namespace[entry_name]
         return entry
 
     factory.__doc__ = family

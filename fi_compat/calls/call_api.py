@@ -31,6 +31,8 @@ import os
 import threading
 from typing import Any, Optional
 
+from packaging.version import InvalidVersion, Version
+
 from ..installing import installer
 from . import transparent
 from .binding import Binding
@@ -98,6 +100,23 @@ def _core_module() -> Any:
     return module
 
 
+def _installed(spec: FunctionSpec, core: Any, release: Any) -> Any:
+    """The function ``spec`` names as the installed release has it: at the home the spec gives
+    that release, else at any home it declares (a build's label may lag its code: a rename the
+    spec writes as one line), the newest one in ``core`` (:func:`_core_module`); ``None`` where
+    none holds it."""
+    try:
+        version: Optional[Version] = Version(str(release)) if release is not None else None
+    except InvalidVersion:
+        version = None
+    for home in (spec.home_in(version), *spec.homes()):
+        module = core if home.same_place(spec.home) or home.module == spec.module else loaded(home.module)
+        function = getattr(module, home.name, None) if module is not None else None
+        if function is not None:
+            return function
+    return None
+
+
 def _binding(kind: str) -> Binding:
     """The binding for the installed release, rebuilt when the installer's
     generation moves.  Installs on first use (never over an explicit choice);
@@ -119,7 +138,7 @@ def _binding(kind: str) -> Binding:
                 from ..model.release_detection import detect_release  # noqa: PLC0415  (rare: nothing installed)
 
                 release = detect_release()
-            function = getattr(core, spec.name, None)
+            function = _installed(spec, core, release)
             if kind == DECODE_KIND and function is not None:
                 function = transparent.unwrap(function)
             binding = Binding(

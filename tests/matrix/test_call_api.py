@@ -202,3 +202,27 @@ def test_stable_builder_api_matches_flashinfer(fi_cpu_host):
         with pytest.raises(UnsupportedFeatureError, match="0.6.17"):
             fi_compat.build_mla_decode_tuning_config(**arguments, enable_dcp=True)
 
+
+
+def test_a_builder_renamed_in_a_later_release_is_found_by_its_name_here(fi_cpu_host, monkeypatch):
+    """The spec line for a rename upstream makes in the next release (``renamed_to(new,
+    in_release=next)``): on the release installed here, which still has the old name, the call
+    API finds the builder at the home the spec gives this release, and answers as flashinfer does."""
+    import dataclasses
+
+    import flashinfer.mla._core as core
+
+    from fi_compat.installing import installer
+    from fi_compat.model import specs
+
+    spec = specs.TUNING_CONFIG_BUILDER
+    later = f"{Version(installed_release().base_version).major}.{Version(installed_release().base_version).minor + 1}.0"
+    renamed = spec.renamed_to("_build_mla_decode_tuning_config_next", in_release=later)
+    for field in dataclasses.fields(renamed):  # the one spec object every caller holds, as an edit of specs.py
+        if getattr(renamed, field.name) != getattr(spec, field.name):
+            monkeypatch.setitem(spec.__dict__, field.name, getattr(renamed, field.name))
+    installer.reset()
+    arguments = builder_arguments(max_seq_len=2048)
+    expected = core._build_mla_decode_tuning_config(**arguments)
+    config = fi_compat.build_mla_decode_tuning_config(**arguments)
+    assert config.dynamic_tensor_specs[0].gen_tuning_buckets == expected.dynamic_tensor_specs[0].gen_tuning_buckets
