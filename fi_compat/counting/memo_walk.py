@@ -157,7 +157,7 @@ def _function_attributes(function: types.FunctionType) -> Optional[dict[str, Any
     something read them, its annotations, whose keys are its parameter names and
     ``return``: a dictionary of only such keys is taken for the annotations (a
     function attribute so named is not followed)."""
-    known = (function.__globals__, function.__builtins__, function.__kwdefaults__)
+    known = (function.__globals__, getattr(function, "__builtins__", None), function.__kwdefaults__)
     code = function.__code__
     parameters = set(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]) | {"return"}
     for referent in gc.get_referents(function):
@@ -293,7 +293,9 @@ def module_nodes(
         return _worth_following(value)
 
     def elsewhere(value: Any) -> bool:
-        return own and isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) != module_name
+        return (
+            own and isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) != module_name
+        )
 
     where_module = _module_where(module) if named else ""
     stack = [

@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from . import memo_walk
 from ..lookup.modules import loaded
+from ..model.specs import PACKAGE
 
 PER_LENGTH = 0.25
 """Entries per new distinct length, in each half, that make a memo grow per length (as the guard's census)."""
@@ -83,7 +84,7 @@ class Site:
 
 def _flashinfer_roots() -> list[str]:
     roots = set()
-    module = loaded(memo_walk.PACKAGE)
+    module = loaded(PACKAGE)
     for path in getattr(module, "__path__", None) or ():
         roots.add(os.path.abspath(path))
     return sorted(roots)

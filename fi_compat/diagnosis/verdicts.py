@@ -151,4 +151,3 @@ def watch_section(judged: Optional[ReleaseVerdict], state: dict[str, Any], setti
         "findings": [] if live is None else [f"{f['path']}: {f['action']}" for f in live["findings"]],
         "retired_after_s": None if live is None else live["retired_after_s"],
     }
-

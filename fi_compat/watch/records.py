@@ -147,10 +147,10 @@ class Containers:
             self._module_rows[module] = len(self.module_names)
             self.module_names.append(module)
         self.module.append(self._module_rows[module])
-        for column in (self.first, self.last, self.peak, self.window):
-            column.append(size)
-        for column in (self.rises, self.idle, self.skip):
-            column.append(0)
+        for sizes in (self.first, self.last, self.peak, self.window):
+            sizes.append(size)
+        for counter in (self.rises, self.idle, self.skip):
+            counter.append(0)
         self.flags.append(HOT if hot else 0)
         return row
 
@@ -185,14 +185,27 @@ class Containers:
     def window_flat(self) -> bool:
         """Whether no container's largest size rose more than :data:`FLAT_SLACK` entries since the
         window began (a container that fills and empties per call is flat); starts the next window."""
-        flat = self.peak == self.window or all(peak - start <= FLAT_SLACK for peak, start in zip(self.peak, self.window))
+        flat = self.peak == self.window or all(
+            peak - start <= FLAT_SLACK for peak, start in zip(self.peak, self.window)
+        )
         self.window[:] = self.peak
         return flat
 
     def nbytes(self) -> int:
         """The records' own memory: the columns and lists (the containers are flashinfer's)."""
         lists = sum(sys.getsizeof(c) for c in (self.objects, self.module_names, self._module_rows))
-        columns = (self.kinds, self.module, self.first, self.last, self.peak, self.window, self.rises, self.idle, self.skip, self.flags)
+        columns = (
+            self.kinds,
+            self.module,
+            self.first,
+            self.last,
+            self.peak,
+            self.window,
+            self.rises,
+            self.idle,
+            self.skip,
+            self.flags,
+        )
         return lists + sum(sys.getsizeof(c) for c in columns) + sys.getsizeof(self._ids) + sys.getsizeof(self._rows)
 
 
@@ -281,7 +294,11 @@ def functools_keys(cache: Any) -> list[Any]:
     try:
         size = cache.cache_info().currsize
         for referent in gc.get_referents(cache):
-            if isinstance(referent, dict) and len(referent) == size and referent is not getattr(cache, "__dict__", None):
+            if (
+                isinstance(referent, dict)
+                and len(referent) == size
+                and referent is not getattr(cache, "__dict__", None)
+            ):
                 return list(referent)[:KEYS_READ]
     except Exception:  # noqa: BLE001
         pass

@@ -55,7 +55,9 @@ def fast_tick(
         "_count": itertools.count(),
     }
     parameters = list(signature.parameters.values()) if signature is not None else []
-    simple = signature is not None and all(p.kind not in (_KINDS.VAR_POSITIONAL, _KINDS.VAR_KEYWORD) for p in parameters)
+    simple = signature is not None and all(
+        p.kind not in (_KINDS.VAR_POSITIONAL, _KINDS.VAR_KEYWORD) for p in parameters
+    )
     if simple:
         header, passed = [], []
         for index, parameter in enumerate(parameters):
@@ -70,8 +72,10 @@ def fast_tick(
                 index + 1 == len(parameters) or parameters[index + 1].kind != _KINDS.POSITIONAL_ONLY
             ):
                 header.append("/")
-            passed.append(parameter.name if parameter.kind != _KINDS.KEYWORD_ONLY else f"{parameter.name}={parameter.name}")
-        length = "max_seq_len" if "max_seq_len" in signature.parameters else "next(_count)"
+            passed.append(
+                parameter.name if parameter.kind != _KINDS.KEYWORD_ONLY else f"{parameter.name}={parameter.name}"
+            )
+        length = "max_seq_len" if any(p.name == "max_seq_len" for p in parameters) else "next(_count)"
     else:
         header, passed, length = ["*args", "**kwargs"], ["*args", "**kwargs"], "next(_count)"
     # inline: no further call while nothing is due and the length was seen

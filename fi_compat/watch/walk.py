@@ -78,7 +78,7 @@ class Walking:
             if attribute.startswith("__") and attribute.endswith("__"):
                 continue
             home = item.__name__ if isinstance(item, types.ModuleType) else getattr(item, "__module__", None)
-            if _flashinfer(home) and home != name:
+            if isinstance(home, str) and _flashinfer(home) and home != name:
                 self._queue_module(home, level - 1)
         # a fresh set per module: the walk's own memory stays one module's; an object another module
         # holds too is visited again there, and tracked once (Containers.add tests identity).  What
