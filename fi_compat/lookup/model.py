@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..model.signatures import FoundFunction, Memo
+from ..model.specs import PACKAGE as PACKAGE  # re-exported: the lookup modules read it here
 from .memo_site import CacheSite, find_cache
 from .source_names import NO_NAMES, ModuleNames, is_unknown
-
-PACKAGE = "flashinfer"
 
 UNBOUNDED = Memo.UNBOUNDED
 BOUNDED = Memo.BOUNDED
