@@ -441,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.warmup < 1 or args.steps < 1 or args.rounds < 1:
         parser.error("--warmup, --steps and --rounds must each be at least 1")
     combos = [c.strip() for c in args.combos.split(",") if c.strip()]
-    from fi_compat.workload.engines import BACKENDS, LAYOUTS
+    from fi_compat.workload.engine_model import BACKENDS
+    from fi_compat.workload.engines import LAYOUTS
 
     for combo in combos:
         layout, _, backend = combo.partition(":")

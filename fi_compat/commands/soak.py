@@ -71,7 +71,8 @@ def _batch_range(text: str) -> tuple[int, int]:
 
 
 def register(subparsers: Any) -> None:
-    from ..workload.engines import BACKENDS, ENGINES, LAYOUTS
+    from ..workload.engine_model import BACKENDS
+    from ..workload.engines import ENGINES, LAYOUTS
     from ..workload.streams import DISTRIBUTIONS
 
     labels = [f"{engine.label}'s" for engine in ENGINES.values()]

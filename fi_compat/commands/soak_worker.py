@@ -72,7 +72,7 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
     from ..counting.measurement import Measurement
     from ..workload import cpu_host
     from ..workload.driver import Driver
-    from ..workload.engines import accepted
+    from ..workload.engine_model import accepted
 
     lengths, sizes = options["lengths"], options["batch_sizes"]
     mode = options.get("mode", "q1")

@@ -30,7 +30,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, MutableMapping, Optional, Sequence, Union
 
 from . import cuda_flagged
-from .engines import Engine, Inputs, accepted, resolve
+from .engine_model import Engine, Inputs, accepted
+from .engines import resolve
 from .modes import DCP_WORLD, MTP_Q_LEN, SPARSE_TOP_K, mode as mode_named
 
 

@@ -50,17 +50,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Union
 
 from .engine_model import (
-    BACKENDS,
-    HEAD_DIM,
-    HEADS,
     KV_LORA_RANK,
     QK_NOPE_HEAD_DIM,
     QK_ROPE_HEAD_DIM,
-    Call,
     Engine,
     Inputs,
     accepted,
-    fixed_width,
     keyword_call,
 )
 
@@ -298,19 +293,10 @@ def resolve(layout: Union[str, Engine]) -> Engine:
 
 
 __all__ = [
-    "BACKENDS",
-    "Call",
     "DEFAULT_BACKEND",
     "Dcp",
     "ENGINES",
-    "Engine",
-    "HEADS",
-    "HEAD_DIM",
-    "Inputs",
-    "KV_LORA_RANK",
     "LAYOUTS",
-    "QK_NOPE_HEAD_DIM",
-    "QK_ROPE_HEAD_DIM",
     "SGLANG",
     "SGLANG_WORKSPACE_BYTES",
     "TRTLLM",
@@ -318,9 +304,6 @@ __all__ = [
     "VLLM",
     "VLLM_DCP_WORKSPACE_BYTES",
     "VLLM_WORKSPACE_BYTES",
-    "accepted",
-    "fixed_width",
-    "keyword_call",
     "resolve",
     "sglang_call",
     "sglang_target_verify",

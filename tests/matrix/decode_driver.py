@@ -25,7 +25,8 @@ import random
 from typing import Any, Callable, Optional
 
 from fi_compat.workload import driver as workload_driver
-from fi_compat.workload.engines import BACKENDS, ENGINES, resolve
+from fi_compat.workload.engine_model import BACKENDS
+from fi_compat.workload.engines import ENGINES, resolve
 from fi_compat.workload.modes import MODES, NEEDS
 from fi_compat.workload.streams import batch_sizes
 

@@ -105,7 +105,10 @@ def test_the_soak_runs_it_unpatched_and_bounded():
     unpatched, bounded = _soak_pass("unpatched"), _soak_pass("fi_compat")
     for result in (unpatched, bounded):
         assert result["launches"] == STEPS + 1 and result["steps"] == STEPS  # and the warm-up call
-    assert bounded["fi_compat_caches"]["builder"]["hits"] + bounded["fi_compat_caches"]["builder"]["misses"] > 0
     assert unbounded_growth(bounded) == 0
-    if installed_release() >= TUNING_MEMO_SINCE:
+    builder = bounded["fi_compat_caches"]["builder"]
+    if builder["hits"] + builder["misses"] == 0:
+        # 0.7.4 skips the builder on an explicit backend="trtllm-gen": nothing grows, alone either
+        assert unbounded_growth(unpatched) == 0
+    elif installed_release() >= TUNING_MEMO_SINCE:
         assert unbounded_growth(unpatched) >= 0.9 * STEPS

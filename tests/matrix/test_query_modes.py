@@ -16,7 +16,8 @@ from __future__ import annotations
 import pytest
 
 from fi_compat.workload.driver import Driver
-from fi_compat.workload.engines import ENGINES, accepted
+from fi_compat.workload.engine_model import accepted
+from fi_compat.workload.engines import ENGINES
 from fi_compat.workload.modes import MODES, NEEDS
 from helpers.support import describe_error, flashinfer_refusal
 

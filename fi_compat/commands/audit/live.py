@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from ...counting import census
 from ...counting.measurement import Measurement
-from ...workload.engines import Engine
+from ...workload.engine_model import Engine
 from .scan import Finding
 
 #: Default workload: distinct max_seq_len values, one decode call each.

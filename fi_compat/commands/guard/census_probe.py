@@ -46,7 +46,8 @@ import time
 import traceback
 from typing import Any, Optional, Sequence, Union
 
-from ...workload.engines import ENGINES, Engine
+from ...workload.engine_model import Engine
+from ...workload.engines import ENGINES
 from ...workload.modes import MODES, MTP_Q_LEN
 from .census_keys import describe_key as describe_key
 from .census_keys import restrict_bounds as restrict_bounds
