@@ -12,6 +12,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
+from .modes import MODES
+
 HEADS = 128
 KV_LORA_RANK = 512
 QK_ROPE_HEAD_DIM = 64
@@ -91,6 +93,9 @@ class Engine:
         unknown = [b for b in (*self.backends, *self.modes) if b not in BACKENDS]
         if not self.backends or unknown:
             raise ValueError(f"engine {self.name!r}: backends {list(self.backends)}; accepted: {', '.join(BACKENDS)}")
+        strange = [m for sent in self.modes.values() for m in sent if m not in MODES]
+        if strange:
+            raise ValueError(f"engine {self.name!r}: query modes {strange}; accepted: {', '.join(MODES)}")
 
     @property
     def default_backend(self) -> str:

@@ -13,7 +13,7 @@ published source (docs/integration/*.md cite file, line and commit; none of thei
     page indices: block tables ``[B, 2, W]`` of a width fixed per engine,
     ``uses_shared_paged_kv_idx=False``; kv cache ``[pages, page, 576]``.
 :data:`VLLM`
-    vLLM 0.34.0 ``FlashInferMLAImpl.forward_mqa`` (``v1/attention/backends/mla/flashinfer_mla.py``):
+    vLLM 0.34.0 ``FlashInferMLAImpl.forward_mqa`` (``v1/attention/backends/mla/flashinfer_mla.py:396-457``):
     keywords only, backend left at ``"auto"`` with a persistent uint8 counter buffer when the page
     holds 32 or 64 tokens, ``"cute-dsl"`` under decode context parallelism (``return_lse=True``, the
     rank's ``ceil(max / world)``: :func:`vllm_dcp_max_seq_len`); shared page indices: block tables
@@ -22,12 +22,12 @@ published source (docs/integration/*.md cite file, line and commit; none of thei
     speculative batches keep the query ragged (``cum_seq_lens_q``, ``max_q_len``: query mode
     ``varq``); under DCP they are dense (``mtp``).
 :data:`SGLANG`
-    SGLang 0.5.23 ``TRTLLMMLABackend._run_decode_kernel`` (``srt/layers/attention/trtllm_mla_backend.py``):
+    SGLang 0.5.23 ``TRTLLMMLABackend._run_decode_kernel`` (``srt/layers/attention/trtllm_mla_backend.py:1036-1056``):
     keywords only, backend omitted (``"auto"``) with the counter buffer, or ``"cute-dsl"`` without it
     in its cute-dsl variant (``cutedsl_mla_backend.py``); ``enable_pdl`` as it passes it on SM90 and
     newer, ``return_lse=False``; block tables ``[B, W]`` whose width follows the batch's maximum
     (:func:`sglang_width`); target-verify passes the draft tokens as q_len, adds them to the
-    maximum before padding the table and again to ``max_seq_len`` (:func:`sglang_target_verify`);
+    maximum before padding the table and again to ``max_seq_len`` (the record's ``verify``);
     150 MiB int8 workspace.
 
 Every call adapts to the callee's signature: a keyword the installed flashinfer lacks (the counter
@@ -77,14 +77,6 @@ def sglang_width(max_seq_len: int, page_size: int) -> int:
     align = math.lcm(max(1, 128 // page_size), max(1, _SGLANG_ALIGN_TOKENS // page_size))
     pages = -(-max_seq_len // page_size)
     return -(-pages // align) * align
-
-
-def sglang_target_verify(max_seq: int, draft_tokens: int, page_size: int) -> tuple[int, int]:
-    """SGLang's target-verify batch: ``(max_seq_len it passes, block-table width)``; q_len is
-    ``draft_tokens``.  The metadata adds the draft tokens to the batch's maximum before
-    padding the table, and ``forward_extend`` adds them again (0.5.21
-    ``trtllm_mla_backend.py:881-883, 1597-1611``; 0.5.23 the same): ``max(seq_lens) + 2 * draft_tokens``."""
-    return max_seq + 2 * draft_tokens, sglang_width(max_seq + draft_tokens, page_size)
 
 
 def vllm_width(max_model_len: int, page_size: int) -> int:
@@ -265,6 +257,9 @@ SGLANG = Engine(
     backends=("auto", "cute-dsl"),
     modes={"auto": ("mtp", "sparse"), "cute-dsl": ("mtp", "modular")},
     width=lambda max_seq_len, page_size, context: sglang_width(max_seq_len, page_size),
+    # target-verify: the metadata adds the draft tokens to the batch's maximum before padding the
+    # table, and forward_extend adds them again (0.5.21 trtllm_mla_backend.py:881-883, 1597-1611;
+    # 0.5.23 :841, 1546-1547): max_seq_len = max(seq_lens) + 2 * drafts
     verify=(2, 1),
     workspace_bytes=SGLANG_WORKSPACE_BYTES,
 )
@@ -306,7 +301,6 @@ __all__ = [
     "VLLM_WORKSPACE_BYTES",
     "resolve",
     "sglang_call",
-    "sglang_target_verify",
     "sglang_width",
     "trtllm_call",
     "vllm_call",
