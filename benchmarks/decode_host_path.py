@@ -19,8 +19,10 @@ round's ratio is measured side by side; every worker has the same hash seed and,
 of 4 cores or more, runs on the same core.  No worker inherits what another combination
 imported or cached, so the start-up walk is paid by each and reported apart (the first table):
 ``fi_compat.install()``, importing flashinfer (with fi_compat installed, its import hooks bound
-the caches then), the first call, and the mean of the next ``--warmup`` - 1 calls.  Then
-``--steps`` calls are timed: the steady state.  Reported per combination: the mean host time
+the caches then), the first call, the mean of the next ``--warmup`` - 1 calls, and how many
+calls on new lengths it took to reach ``--settle-seconds`` after the first (fi_compat's runtime
+watch spends its one-time start-up allowance in that first second or so).  Then ``--steps``
+calls are timed: the steady state.  Reported per combination: the mean host time
 per call over rounds (median, min and max), the fi_compat/flashinfer ratio of each round
 (median and range), whether flashinfer builds a tuning config on that path, the time spent
 inside the builder per call on each side (the part of the path a builder memo can remove),
@@ -76,13 +78,21 @@ def planner(torch, decode, layout: str, backend: str, options: dict, device):
                   num_pages=1024, max_batch=options["batch_sizes"][1], device=device)
 
 
-def plan_calls(torch, plan, options: dict, device, length_offset: int = 0) -> list[tuple[tuple, dict]]:
-    """``(args, kwargs)`` of every batch, built before any timing."""
-    from fi_compat.workload.streams import batch_sizes, lengths
+def serving_maxima(options: dict, length_offset: int = 0) -> list[int]:
+    """The per-batch maxima of the warm-up and timed batches (a toy server's), ``length_offset`` longer."""
+    from fi_compat.workload.streams import lengths
 
+    context = options["context"]
     steps = options["warmup"] + options["steps"]
-    context, (low, high) = options["context"], options["batch_sizes"]
-    maxima = [min(context, n + length_offset) for n in lengths("serving", context, steps, options["seed"])]
+    return [min(context, n + length_offset) for n in lengths("serving", context, steps, options["seed"])]
+
+
+def plan_calls(torch, plan, options: dict, device, length_offset: int = 0, maxima=None) -> list[tuple[tuple, dict]]:
+    """``(args, kwargs)`` of every batch (the serving maxima, or ``maxima``), built before any timing."""
+    from fi_compat.workload.streams import batch_sizes
+
+    maxima = serving_maxima(options, length_offset) if maxima is None else maxima
+    steps, (low, high) = len(maxima), options["batch_sizes"]
     sizes = batch_sizes(steps, low, high, options["seed"]) if low != high else [low] * steps
     calls = []
     for max_seq_len, batch in zip(maxima, sizes):
@@ -272,14 +282,16 @@ def run_worker(variant: str, combo: str, options: dict) -> dict:
             plan = planner(torch, decode, layout, backend, options, device)
             calls = plan_calls(torch, plan, options, device)
             warmup = calls[: options["warmup"]]
-            started = clock()
+            first = clock()
             decode(*warmup[0][0], **warmup[0][1])
-            startup["first_call_ms"] = (clock() - started) * 1e3
+            startup["first_call_ms"] = (clock() - first) * 1e3
             if len(warmup) > 1:
                 started = clock()
                 for args, kwargs in warmup[1:]:
                     decode(*args, **kwargs)
                 startup["warmup_us_per_call"] = (clock() - started) / (len(warmup) - 1) * 1e6
+            startup["settle_calls"] = settle(torch, plan, decode, options, device, first)
+            startup["settle_s"] = clock() - first
             timed = calls[options["warmup"]:]
             before = host.recorder.total
             # Both sides start from a collected heap; collections during the timed
@@ -307,6 +319,30 @@ def run_worker(variant: str, combo: str, options: dict) -> dict:
     return out
 
 
+def settle(torch, plan, decode, options: dict, device, first_call: float) -> int:
+    """Decode new lengths until ``--settle-seconds`` have passed since the first call, on both
+    sides alike: fi_compat's runtime watch spends a one-time start-up allowance (100 ms, at most
+    20 % of the time) in its first half second or so, and that is start-up, not the steady
+    state.  The lengths are none of the timed or probed batches' (those stay new to flashinfer's
+    caches).  Returns how many calls it made."""
+    import random
+
+    clock, rng = time.perf_counter, random.Random(options["seed"] + 1)
+    taken = {n + k for n in serving_maxima(options) for k in range(3)}  # timed, then the two probes
+    made = 0
+    while clock() - first_call < options["settle_seconds"]:
+        maxima = []
+        while len(maxima) < 100:
+            n = rng.randint(1, options["context"])
+            if n not in taken:
+                taken.add(n)
+                maxima.append(n)
+        for args, kwargs in plan_calls(torch, plan, options, device, maxima=maxima):
+            decode(*args, **kwargs)
+        made += len(maxima)
+    return made
+
+
 # --------------------------------------------------------------------------- parent
 
 
@@ -322,7 +358,7 @@ def spawn(variant: str, combo: str, options: dict) -> dict:
 
 
 STARTUP = (("install_ms", "install ms"), ("import_ms", "import ms"), ("first_call_ms", "first call ms"),
-           ("warmup_us_per_call", "warm-up us/call"))
+           ("warmup_us_per_call", "warm-up us/call"), ("settle_calls", "settle calls"))
 
 
 def summarise(runs: dict[str, dict[str, list[dict]]], combos: list[str], clock: str) -> tuple[list[dict], bool]:
@@ -390,8 +426,9 @@ def report_startup(rows: list[dict]) -> str:
             continue
         for variant in VARIANTS:
             figures = row["startup"][variant]
-            cells = [f"{figures[key]['median']:.1f} [{figures[key]['min']:.0f}-{figures[key]['max']:.0f}]"
-                     if key in figures else "-" for key, _ in STARTUP]
+            cells = [f"{figures[key]['median']:.{0 if key == 'settle_calls' else 1}f} "
+                     f"[{figures[key]['min']:.0f}-{figures[key]['max']:.0f}]" if key in figures else "-"
+                     for key, _ in STARTUP]
             lines.append(f"{row['combo']:20}{variant:12}" + "".join(f"{cell:>22}" for cell in cells))
     return "\n".join(lines)
 
@@ -428,7 +465,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6,
                         help="rounds of one process per combination and variant (AB, BA, ...)")
     parser.add_argument("--steps", type=int, default=1000, help="timed calls per combination and process")
-    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=200, help="untimed calls after the first (start-up figures)")
+    parser.add_argument("--settle-seconds", type=float, default=1.0,
+                        help="then new lengths decoded until this long after the first call, before timing "
+                             "(fi_compat's runtime watch spends its start-up allowance there; default 1.0)")
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None,
                         help="run every worker on one fixed core (default: when 4 or more cores are available)")
     parser.add_argument("--batch-sizes", type=_batch_sizes, default=[8, 64], metavar="LOW:HIGH")
@@ -453,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     pin = args.pin if args.pin is not None else len(cores) >= 4
     options = {"host": args.host, "combos": combos, "steps": args.steps, "warmup": args.warmup,
+               "settle_seconds": args.settle_seconds,
                "batch_sizes": args.batch_sizes, "context": args.context, "seed": args.seed,
                "cpu": cores[-1] if pin and cores else None}
     load_before = load_average()

@@ -76,7 +76,8 @@ def register(subparsers: Any) -> None:
     from ..workload.streams import DISTRIBUTIONS
 
     labels = [f"{engine.label}'s" for engine in ENGINES.values()]
-    whose = f"{labels[0]} (default), {', '.join(labels[1:-1])}{' or ' if len(labels) > 1 else ''}{labels[-1]}"
+    labels[0] += " (default)"
+    whose = " or ".join(filter(None, [", ".join(labels[:-1]), labels[-1]]))
 
     parser = subparsers.add_parser(
         "soak",
