@@ -27,6 +27,7 @@ from .errors import (
     UnsupportedFeatureError,
     UnsupportedReleaseError,
     UnsupportedReleaseWarning,
+    UnverifiedReleaseError,
     UnverifiedReleaseWarning,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "UnsupportedFeatureError",
     "UnsupportedReleaseError",
     "UnsupportedReleaseWarning",
+    "UnverifiedReleaseError",
     "UnverifiedReleaseWarning",
 ]
 

@@ -85,8 +85,11 @@ def check_flag(value: object, what: str) -> bool:
     return value
 
 
-WATCH_MODES = ("off", "warn", "bound")
-DEFAULT_WATCH = "bound"
+#: The runtime watch (fi_compat.watch): ``auto`` runs it only where fi_compat's knowledge is
+#: missing (a release outside the verified ones, a row missing or mismatched), ``bound`` on
+#: every release, ``warn`` on every release without bounding, ``off`` never.
+WATCH_MODES = ("auto", "bound", "warn", "off")
+DEFAULT_WATCH = "auto"
 
 
 def check_watch(value: object, what: str) -> str:
@@ -102,7 +105,7 @@ _SPECS: dict[str, tuple[str, Any, Callable[[object, str], Any]]] = {
     "cache_size": ("FI_COMPAT_CACHE_SIZE", DEFAULT_CACHE_SIZE, check_cache_size),
     "max_seq_len_policy": ("FI_COMPAT_MAX_SEQ_LEN_POLICY", DEFAULT_POLICY, check_policy),
     "transparent": ("FI_COMPAT_TRANSPARENT", False, check_flag),
-    # the runtime watch (fi_compat.watch): bound growing memos, only warn, or off
+    # the runtime watch (fi_compat.watch): where knowledge is missing, always, reporting only, or never
     "watch": ("FI_COMPAT_WATCH", DEFAULT_WATCH, check_watch),
 }
 

@@ -35,6 +35,22 @@ class UnsupportedReleaseError(FiCompatError):
         )
 
 
+class UnverifiedReleaseError(UnsupportedReleaseError):
+    """Strict mode: the installed release is outside the releases fi_compat verified
+    (the next release, a nightly, a source build), so what it bounds by name may not be
+    all that grows; nothing is installed.  ``fi-compat guard --census`` measures it."""
+
+    def __init__(self, release: str | None, detail: str) -> None:
+        self.release = release
+        self.detail = detail
+        FiCompatError.__init__(
+            self,
+            f"flashinfer-python {release or '(not installed)'}: {detail}. Measure it with `fi-compat guard "
+            f"--census --pin flashinfer-python=={release}`, pin a release listed in docs/compatibility.md, or "
+            "call install(strict=False): fi_compat then bounds what it knows and its runtime watch measures the rest.",
+        )
+
+
 class SignatureMismatchError(FiCompatError):
     """A flashinfer function fi_compat bounds changed its parameters or is missing
     (strict mode), or the call API cannot bind a call to the installed function

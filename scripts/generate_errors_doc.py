@@ -47,7 +47,7 @@ Each event goes to one channel, never both:
 | event | channel | why |
 |---|---|---|
 | a cache left unbounded (`UnsupportedReleaseWarning`), a release outside the verified ones (`UnverifiedReleaseWarning`), transparent mode left out, a changed default (`DefaultMismatchWarning`), `install(maxsize=...)` (`DeprecationWarning`) | `warnings` | what the program asked for is not quite what it gets: the warning points at the program's own `install()`, `import` or call line, `-W error` or a filter can turn it into an error, and `pytest.warns` sees it |
-| the install summary, a row bounded although flashinfer bounds it itself, a memo missing by name (moved, renamed or removed) while the runtime watch is on: the watch bounds or reports whatever grows in its place, so nothing is known to be left unbounded | logging, INFO | state, not a request to act |
+| the install summary, a row bounded although flashinfer bounds it itself, the runtime watch starting where knowledge is missing (and why) or retiring | logging, INFO | state, not a request to act |
 | a strict failure (the import raises it), an install failure kept for the next call, an `uninstall()` that leaves a pass-through behind someone else's replacement, an invalid `FI_COMPAT_*` value at start-up, flashinfer's version metadata disagreeing with its code | logging, WARNING or ERROR | no call of the program's to attach a warning to, or an exception says it already |
 
 A warning is said once per cause per process, at most 200 characters

@@ -10,9 +10,12 @@ writes ``RESULTS/X.json``.
 Offline machines: ``--wheelhouse DIR`` (or ``FI_COMPAT_WHEELHOUSE``) holding
 ``flashinfer_python-X-*.whl`` for the releases to run plus flashinfer's import
 dependencies for that machine's Python (``apache-tvm-ffi``, ``cuda-tile``,
-``nvidia-cutlass-dsl`` with its ``libs-base`` and ``libs-core``), ``wrapt>=2.4``
-and ``setuptools>=69`` (fi_compat's build backend).  Every non-flashinfer wheel
-there is installed with ``--no-deps``; nothing is fetched.
+``nvidia-cutlass-dsl`` with its ``libs-base``, ``libs-core`` and ``libs-cu13``
+or ``-cu12``), ``wrapt>=2.4`` and ``setuptools>=69`` (fi_compat's build
+backend), one version of each: every non-flashinfer wheel there is installed
+in one ``pip install --no-deps``; nothing is fetched (docs/ci.md, "Offline
+runners", downloads them; ``scripts/gpu_wheelhouse.py`` carries them to this
+project's lent machines).
 
     python3 scripts/run_gpu_matrix.py --wheelhouse /path/to/wheels            # every release found there
     python3 scripts/run_gpu_matrix.py --wheelhouse DIR --releases 0.6.15 0.6.18 -- -x

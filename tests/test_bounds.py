@@ -331,23 +331,22 @@ def test_a_memo_whose_parameters_became_positional_only_is_bounded_and_refuses_k
         assert by_keyword() == refused  # ... and still refused by keyword, in flashinfer's words
 
 
-@pytest.mark.parametrize("strict", [False, True])
-def test_a_memo_missing_by_name_is_left_to_the_runtime_watch_without_a_warning(strict, tmp_path, caplog):
-    """The tuning config gone by name (moved, renamed or removed): no cache fi_compat knows of is
-    left unbounded, and the watch (on by default) bounds or reports whatever grows in its place,
-    so install() says so at INFO and in its notes; no WARNING, no strict error.  The builder, the
-    other rows and the decode function are bounded as before."""
+def test_a_memo_missing_by_name_is_warned_about_and_measured(tmp_path):
+    """The tuning config gone by name (moved, renamed or removed): fi_compat no longer knows
+    what keeps its configs, so install() says so once (a WARNING naming it), bounds the other
+    rows as before, and the runtime watch (FI_COMPAT_WATCH=auto) measures what grows in its place."""
     with loaded_release("0.6.18", tmp_path, drifts=(DRIFTS["tuning-config"]["vanished"],)):
-        with caplog.at_level(logging.INFO, logger="fi_compat"), warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            state = fi_compat.install(strict=strict)
-        assert not [w for w in seen if issubclass(w.category, UnsupportedReleaseWarning)], [str(w.message) for w in seen]
-        note = "_mla_decode_tuning_config is missing (moved or removed); the runtime watch measures"
-        assert any(note in line for line in state["notes"]), state["notes"]
-        assert any(note in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
+        with pytest.warns(UnsupportedReleaseWarning) as warned:
+            state = fi_compat.install()
+        (message,) = [str(w.message) for w in warned if issubclass(w.category, UnsupportedReleaseWarning)]
+        assert "_mla_decode_tuning_config is missing" in message and "left unbounded" in message, message
         assert state["state"] == "installed" and state["watch"] is not None
+        assert "_mla_decode_tuning_config is missing" in state["watch"]["why"], state["watch"]
         rows = {b["name"]: b for b in state["bounds"]}
         assert rows["tuning-config"]["verdict"] == MISSING and rows["builder"]["patched"]
+        with pytest.raises(SignatureMismatchError, match="_mla_decode_tuning_config is missing"):
+            fi_compat.install(strict=True)  # strict: the typed error, nothing installed
+        assert fi_compat.status(walk=False)["watch"] is None
 
 
 def test_strict_from_the_environment(tmp_path, monkeypatch, by_name_only):

@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The schema, frozen here on purpose: changing a key in the doctor without
 # changing this copy (and SCHEMA_VERSION when a key goes away) fails.
-EXPECTED_SCHEMA_VERSION = 2
+EXPECTED_SCHEMA_VERSION = 3
 EXPECTED_TOP_LEVEL = {
     "schema_version", "fi_compat", "python", "torch", "flashinfer", "bounds", "call_api", "installed",
-    "trtllm_workaround", "census", "settings", "install_result", "problems",
+    "trtllm_workaround", "census", "settings", "watch", "install_result", "problems",
 }
 EXPECTED_SECTIONS = {
     "fi_compat": {"version", "path"},
@@ -45,6 +45,7 @@ EXPECTED_SECTIONS = {
                           "note"},
     "census": {"taken", "caches", "flashinfer_unbounded", "flashinfer_unbounded_entries", "fi_compat",
                "grown_behind_fi_compat", "walked"},
+    "watch": {"setting", "runs", "why", "phase", "findings", "retired_after_s"},
 }
 EXPECTED_ROW = {"name", "cache", "verdict", "verified", "reason", "where", "checked_on", "memo", "maxsize",
                 "grows_with", "patched", "waiting_for", "fi_compat", "flashinfer"}

@@ -59,9 +59,12 @@ def test_generator_rows_from_results(load, tmp_path):
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| 0.")}
     assert "**yes** (10 passed, 0 failed, 1 skipped)" in rows["0.6.18"]
     # a run of other code than the checkout's vouches for that code only, and says so
-    assert ("**yes** on NVIDIA H200 (SM90) (10 passed, 0 failed, 1 skipped; ran on older code, fingerprint "
+    assert ("**yes** (10 passed, 0 failed, 1 skipped; ran on older code, fingerprint "
             "an older che, 2026-12-02)") in rows["0.6.18"]
     assert rows["0.6.18"].count("ran on older code") == 1
+    # which code each result ran, with its device, one line per platform, code and date
+    assert "| GPU | fingerprint an older che | 2026-12-02 | NVIDIA H200 (SM90) | 0.6.18 | **no**: older code |" in text
+    assert "| CPU | fingerprint " + code[:12] + " | 2026-12-02 | CPU x | 0.6.18, 0.7.4 (2) | yes |" in text
     assert "1,814 B → 4 B" in rows["0.6.18"]
     assert "0 B → error" in rows["0.6.18"]
     assert "**no** (10 passed, 2 failed, 1 skipped)" in rows["0.7.4"]
@@ -77,7 +80,64 @@ def test_generator_lists_the_census_rows_per_release(load, tmp_path):
                "rows_with_traffic": ["tuning-config"]} for layout, size, blocks in (("vllm", 3.5, 0.0), ("sglang", 41.0, 0.25))]
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "0.6.18.json").write_text(json.dumps({**result("0.6.18", "cpu", True), "census": census}))
+    census_74 = [{**row, "release": "0.7.4", "alone_blocks_per_length": 40.0, "bounded_blocks_per_length": 0.5,
+                  "bounded_bytes_per_length": 8.0} for row in census[1:]]
+    (tmp_path / "cpu" / "0.7.4.json").write_text(json.dumps({**result("0.7.4", "cpu", True), "census": census_74}))
     text = load("generate_compatibility").render(tmp_path)
-    assert ("0.6.18: 2 combinations, 2,000 lengths each; Python blocks per distinct length: at least 30.5 alone, "
-            "at most 0.25 with fi_compat") in text
-    assert "| sglang | auto | q1 | 2.0 | 30.5 | 0.25 | 5.1 KiB over 128 | tuning-config |" in text
+    # per release: combinations x lengths, the least Python blocks per length alone -> the most with fi_compat
+    assert "| 0.6.18 | 2 × 2,000 | 30.5 → 0.25 |" in text
+    assert "| 0.7.4 | 1 × 2,000 | 40 → 0.5 |" in text
+    # per combination, across the releases that ran it: ranges, the largest window, the rows with traffic
+    assert "| CPU | vllm | auto | q1 | 0.6.18 | 2 | 30.5 | 0 | 0.4 KiB over 128 | tuning-config |" in text
+    assert "| CPU | sglang | auto | q1 | 0.6.18, 0.7.4 (2) | 2 | 30.5–40 | 0.25–0.5 | 5.1 KiB over 128 | tuning-config |" in text
+
+
+def test_skip_reasons_sum_across_releases_with_the_release_written_once(load, tmp_path):
+    """A reason naming its own release is one line for every release that
+    gives it; a reason that names a fixed release (the same words on several
+    releases) is kept as it is."""
+    generate = load("generate_compatibility")
+    reasons = {
+        "0.6.18": {"flashinfer 0.6.18 rejects it: ValueError: no": 3, "gated before 0.6.18": 1,
+                   "flashinfer 0.6.18: keeps no cache (0.6.18 on key it)": 1},
+        "0.7.0": {"flashinfer 0.7.0 rejects it: ValueError: no": 2, "gated before 0.6.18": 1,
+                  "flashinfer 0.7.0: keeps no cache (0.6.18 on key it)": 1},
+        "0.7.4": {"flashinfer 0.7.4 rejects it: ValueError: no": 4, "only on 0.7.4.post1": 1},
+    }
+    for release, by_reason in reasons.items():
+        folder = tmp_path / "cpu"
+        folder.mkdir(exist_ok=True)
+        data = result(release, "cpu", True)
+        data["pytest"]["skip_reasons"] = by_reason
+        (folder / f"{release}.json").write_text(json.dumps(data))
+    summed = generate.skip_reasons(generate.load(tmp_path, "cpu"))
+    assert summed == {
+        "flashinfer X.Y.Z rejects it: ValueError: no": (9, {"0.6.18", "0.7.0", "0.7.4"}),
+        "gated before 0.6.18": (2, {"0.6.18", "0.7.0"}),
+        "flashinfer X.Y.Z: keeps no cache (0.6.18 on key it)": (2, {"0.6.18", "0.7.0"}),
+        "only on 0.7.4.post1": (1, {"0.7.4"}),  # 0.7.4 is not 0.7.4.post1
+    }
+    text = generate.render(tmp_path)
+    line = next(line for line in text.splitlines() if line.startswith("| flashinfer X.Y.Z rejects it"))
+    assert line == "| flashinfer X.Y.Z rejects it: ValueError: no | 9 (3: 0.6.18, 0.7.0, 0.7.4) | — |"
+    assert "flashinfer 0.7.0 rejects" not in text
+
+
+def test_release_ranges_follow_the_release_order(load):
+    ranges = load("generate_compatibility").release_ranges
+    order = ["0.6.13", "0.6.14", "0.6.15", "0.6.15.post1", "0.6.16", "0.7.4"]
+    assert ranges(order, order) == "all 6"
+    assert ranges(["0.6.13", "0.6.14", "0.6.15", "0.7.4"], order) == "0.6.13 – 0.6.15, 0.7.4 (4)"
+    assert ranges(["0.6.15.post1"], order) == "0.6.15.post1"
+    assert ranges(["0.6.14", "0.6.16"], order, count=False) == "0.6.14, 0.6.16"
+
+
+def test_the_committed_compatibility_doc_stays_readable():
+    """docs/compatibility.md is read by people: well under 50 KB, no line a
+    screen cannot hold a few times over, the summary before the details."""
+    text = (ROOT / "docs" / "compatibility.md").read_text(encoding="utf-8")
+    assert len(text.encode()) < 50_000, f"docs/compatibility.md is {len(text.encode()):,} bytes"
+    longest = max(text.splitlines(), key=len)
+    assert len(longest) <= 400, f"a line of {len(longest)} characters: {longest[:120]}..."
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[:2] == ["## Summary", "## Skipped tests, by reason"]

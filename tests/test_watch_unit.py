@@ -8,12 +8,13 @@ import gc
 import pytest
 
 from fi_compat import config, watch
+from fi_compat.watch.records import functools_keys, parameter_names, varying_positions
 
 
-def test_the_setting_defaults_to_bound_and_refuses_unknown_modes():
-    assert config.resolve("watch", environ={}).value == "bound"
+def test_the_setting_defaults_to_auto_and_refuses_unknown_modes():
+    assert config.resolve("watch", environ={}).value == "auto"
     assert config.resolve("watch", environ={"FI_COMPAT_WATCH": " WARN "}).value == "warn"
-    with pytest.raises(ValueError, match="FI_COMPAT_WATCH='sometimes' is not a watch mode; accepted: off, warn, bound"):
+    with pytest.raises(ValueError, match="FI_COMPAT_WATCH='sometimes' is not a watch mode; accepted: auto, bound, warn, off"):
         config.resolve("watch", environ={"FI_COMPAT_WATCH": "sometimes"})
 
 
@@ -44,7 +45,7 @@ def test_started_and_stopped_it_leaves_no_callback():
     ],
 )
 def test_varying_positions_names_the_key_positions_that_change(keys, names, expected):
-    assert watch.varying_positions(keys, names) == expected
+    assert varying_positions(keys, names) == expected
 
 
 def test_the_keys_of_a_functools_cache_are_read_without_calling_it():
@@ -54,9 +55,9 @@ def test_the_keys_of_a_functools_cache_are_read_without_calling_it():
 
     for length in (10, 20, 30):
         memo(4, length)
-    keys = watch._functools_keys(memo)
+    keys = functools_keys(memo)
     assert sorted(keys) == [(4, 10), (4, 20), (4, 30)]
-    assert watch.varying_positions(keys, watch._parameter_names(memo)) == "1 (max_seq_len)"
+    assert varying_positions(keys, parameter_names(memo)) == "1 (max_seq_len)"
 
 
 
@@ -90,7 +91,7 @@ gc.collect()
 
 
 def test_a_step_never_runs_inside_another_and_never_waits():
-    """A collection during a step (or a heartbeat, or a second thread) finds the step running:
+    """A collection during a step (or a decode tick, or a second thread) finds the step running:
     it is skipped at once (a nested step re-entered the bounding scan's generator: "generator
     already executing" stopped the watch)."""
     import threading

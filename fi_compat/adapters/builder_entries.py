@@ -18,13 +18,8 @@ correct).  Every entry computes its key with
 uses, so both give the same key for the same call; a parameter a family lacks
 is ``None`` in the key, as the generic memo's layout gives it.
 
-Each entry is also the runtime watch's heartbeat: one clock reading compared
-with :data:`fi_compat.memo.proxies.WATCH_DUE` per call (about 0.1 us), and the
-watch's step when one is due, so a decode path that builds a tuning config
-needs no pass-through in front of the decode function.
-
 Cost: writing an entry out (``compile`` of a dozen lines) once per install.
-Cost of a hit: the heartbeat, the key (two shape reads, one tuple) and one
+Cost of a hit: the key (two shape reads, one tuple) and one
 lock-free cache lookup.  A miss, or a call the key cannot take, costs what the
 generic memo's does.  Calls that do not bind raise the ``TypeError`` Python
 raises for the original (same function name, same parameters).  A traceback
@@ -35,11 +30,9 @@ from __future__ import annotations
 
 import inspect
 import linecache
-from time import perf_counter
 from typing import Any, Callable, Optional
 
 from ..memo.cache import MISSING
-from ..memo.proxies import WATCH_DUE, WATCH_STEP
 from ..model.specs import TUNING_CONFIG_BUILDER
 from .keys import builder_key_of
 
@@ -82,8 +75,6 @@ _SHAPE = ("q_len", "num_heads", "kv_lora_rank", "has_sparse_mla_top_k_lens", "en
 
 _TEMPLATE = """\
 def {name}({header}):
-    if _clock() >= _watch_due[0]:  # the runtime watch's heartbeat
-        _watch_step[0]()
     if switch.active:
         key = builder_key_of(
             kv_cache, block_tables, workspace_buffer, runner_names, max_seq_len, device,
@@ -134,9 +125,6 @@ def _factory(family: str) -> EntryFactory:
             "batch_cap": batch_cap,
             "builder_key_of": builder_key_of,
             "MISSING": MISSING,
-            "_clock": perf_counter,
-            "_watch_due": WATCH_DUE,
-            "_watch_step": WATCH_STEP,
         }
         exec(code, namespace)  # noqa: S102  (fi_compat's own template, written out above)
         entry: Entry = namespace[TUNING_CONFIG_BUILDER.name]

@@ -20,7 +20,7 @@ from .environment import FLASHINFER_KEYS, TORCH_KEYS, import_flashinfer
 from .gather import SCHEMA_VERSION, TOP_LEVEL_KEYS, gather
 from .sections import CENSUS_KEYS, INSTALLED_KEYS, SETTING_KEYS, TRTLLM_KEYS
 from .text import format_text
-from .verdicts import CALL_API_KEYS
+from .verdicts import CALL_API_KEYS, WATCH_KEYS
 
 SECTION_KEYS = {
     "fi_compat": ("version", "path"),
@@ -32,6 +32,7 @@ SECTION_KEYS = {
     "installed": INSTALLED_KEYS,
     "trtllm_workaround": TRTLLM_KEYS,
     "census": CENSUS_KEYS,
+    "watch": WATCH_KEYS,
 }
 
 

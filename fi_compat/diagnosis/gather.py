@@ -14,9 +14,9 @@ from .environment import (
     torch_section,
 )
 from .sections import census_section, installed_section, settings_section, trtllm_section
-from .verdicts import bounds_section, call_api_section, judge
+from .verdicts import bounds_section, call_api_section, judge, watch_section
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped when a key is removed or changes meaning; adding keys inside a section does not."""
 
 TOP_LEVEL_KEYS = (
@@ -31,6 +31,7 @@ TOP_LEVEL_KEYS = (
     "trtllm_workaround",
     "census",
     "settings",
+    "watch",
     "install_result",
     "problems",
 )
@@ -76,6 +77,7 @@ def gather(
     )
     report["census"] = census_section(state, flashinfer_imported=flashinfer["imported"])
     report["settings"] = settings_section(state)
+    report["watch"] = watch_section(judged, state, report["settings"]["watch"]["value"])
     report["problems"] = problems(report)
     return report
 

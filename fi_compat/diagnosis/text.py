@@ -72,11 +72,25 @@ def _bounds(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _watch(watch: dict[str, Any]) -> str:
+    if not watch["runs"]:
+        why = "FI_COMPAT_WATCH=off" if watch["setting"] == "off" else "every bound verified on this release"
+        return f"{watch['setting']}: does not run ({why})"
+    text = f"{watch['setting']}: runs ({watch['why'] or 'asked for'})"
+    if watch["phase"] is not None:
+        retired = watch["retired_after_s"]
+        text += f"; here: {watch['phase']}" + (f" after {retired} s" if retired is not None else "")
+        if watch["findings"]:
+            text += f"; found: {'; '.join(watch['findings'])}"
+    return text
+
+
 def _state(report: dict[str, Any]) -> list[str]:
     installed, trt, census = report["installed"], report["trtllm_workaround"], report["census"]
     lines = [
         _line("state", installed["state"] + (f" ({installed['outcome']})" if installed["outcome"] else "")),
         _line("fi_compat patches", ", ".join(installed["patched"]) or "none"),
+        _line("runtime watch", _watch(report["watch"])),
     ]
     if trt["present"] is None:
         workaround = "unknown (flashinfer not imported)"

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from packaging.version import InvalidVersion, Version
 
 from ..verdict.bounds import BOUNDS
+from ..verdict import knowledge
 from ..verdict.judgement import ReleaseVerdict, decide, judge_release
 from ..lookup import DirectoryReader, Lookup, module_loaded, runtime_lookup, source_lookup
 from ..model.specs import DECODE
@@ -131,3 +132,23 @@ def call_api_section(
 
 
 __all__ = ["CALL_API_KEYS", "ROW_KEYS", "bounds_section", "call_api_section", "choose_lookup", "judge"]
+
+
+WATCH_KEYS = ("setting", "runs", "why", "phase", "findings", "retired_after_s")
+
+
+def watch_section(judged: Optional[ReleaseVerdict], state: dict[str, Any], setting: str) -> dict[str, Any]:
+    """Whether the runtime watch runs on this release (``FI_COMPAT_WATCH=auto``: only where
+    :func:`fi_compat.verdict.knowledge.unknown` says knowledge is missing) and, in a process where
+    fi_compat is installed, where it is: walking, reading or retired, and what it found."""
+    why = None if judged is None else knowledge.unknown(judged) or None
+    live = state.get("watch")
+    return {
+        "setting": setting,
+        "runs": setting in ("bound", "warn") or (setting == "auto" and why is not None),
+        "why": why,
+        "phase": None if live is None else live["phase"],
+        "findings": [] if live is None else [f"{f['path']}: {f['action']}" for f in live["findings"]],
+        "retired_after_s": None if live is None else live["retired_after_s"],
+    }
+

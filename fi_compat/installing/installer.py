@@ -28,6 +28,7 @@ from typing import Any, Optional
 from .. import config, lookup, watch
 from . import lazy_rows, plan_providers, runtime_report, tripwire
 from ..adapters import Installation, Plan, bounded_memo
+from ..verdict import knowledge
 from ..verdict.judgement import BOUND, judge_release
 from ..errors import FiCompatError, forget_warnings, warn
 from .runtime_report import note_effectively_unbounded, strict_error
@@ -231,8 +232,8 @@ def _activate() -> None:
     plan = Plan()
     find = lookup.runtime_lookup(_version())
     judged = judge_release(find, _version(), _cache_size())
-    decode_found = judged.call_api is None or judged.call_api.found is not None
-    problems = runtime_report.left_to_the_watch(judged.problems, _state.settings["watch"].value, _state, decode_found)
+    problems = judged.problems
+    unknown = knowledge.unknown(judged)
     _state.verdicts, _state.waiting = {v.bound.name: v for v in judged.rows}, {}
     for verdict in judged.rows:
         waited = lazy_rows.waits_for(verdict, find)
@@ -240,8 +241,8 @@ def _activate() -> None:
             _state.waiting[verdict.bound.name] = waited
         elif verdict.kind == BOUND and verdict.found is not None:
             plan += bounded_memo.plan(verdict.bound, verdict.found, _cache_size())
-    if problems and _strict():
-        raise strict_error(problems, _state.release)
+    if unknown and _strict():
+        raise strict_error(problems, _state.release, unknown)
     installation = Installation()
     installation.apply(plan)
     try:
@@ -255,12 +256,25 @@ def _activate() -> None:
     bounded = bool(installation.patched()) or any(_state.verdicts[n].kind == BOUND for n in _state.waiting)
     _set_phase(Phase.INSTALLED if bounded or not problems else Phase.UNSUPPORTED)
     _log_summary()
-    watch.start(_state.settings["watch"].value, _strict(), _cache_size(), on_error=_watch_kept_error)
+    _watch_where_unknown(unknown)
     try:
         _settle(set(_state.waiting.values()))
     except BaseException:
         _uninstall()
         raise
+
+
+def _watch_where_unknown(unknown: str) -> None:
+    """Start the runtime watch where the setting asks for it: ``auto`` (the default) only where
+    fi_compat's knowledge of the release is missing (``unknown`` says why), ``bound`` and
+    ``warn`` on every release, ``off`` never.  On a verified release under ``auto`` nothing of
+    the watch exists: no tick, no callback.  A watch already running keeps running.  Lock held."""
+    mode = _state.settings["watch"].value
+    if mode == "off" or (mode == "auto" and not unknown) or watch.current() is not None:
+        return
+    reason = unknown if mode == "auto" else f"FI_COMPAT_WATCH={mode} ({_state.settings['watch'].source})"
+    watch.start(mode, _strict(), _cache_size(), on_error=_watch_kept_error, reason=reason)
+    logger.info("fi_compat: the runtime watch measures flashinfer's memory: %s", reason)
 
 
 def _watch_kept_error() -> None:
@@ -281,7 +295,6 @@ def _activate_module(module_name: str) -> None:
     """Judge again, live, every row waiting for ``module_name``, now imported, and
     patch those to bound.  Lock held."""
     plan, problems, bound_now = lazy_rows.rejudge(_state, module_name, _version(), _cache_size())
-    problems = runtime_report.left_to_the_watch(problems, _state.settings["watch"].value, _state, True)
     if problems and _strict():
         raise strict_error(problems, _state.release)
     assert _state.installation is not None
@@ -292,6 +305,8 @@ def _activate_module(module_name: str) -> None:
         Phase.INSTALLED if _state.installation.patched() or _state.phase == Phase.INSTALLED else Phase.UNSUPPORTED
     )
     _log_summary()
+    if problems:
+        _watch_where_unknown("; ".join(v.reason for v in problems))
     _settle({m for m in _state.waiting.values() if m != module_name})
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Optional
 
-from ..verdict.judgement import BOUND, MISSING, Verdict
+from ..verdict.judgement import BOUND, Verdict
 from ..errors import (
     SignatureMismatchError,
     UnsupportedReleaseError,
     UnsupportedReleaseWarning,
+    UnverifiedReleaseError,
     UnverifiedReleaseWarning,
     shortened,
     warn,
@@ -74,29 +75,6 @@ def report(problems: list[Verdict], state: State) -> None:
         warn(message, category, cause)
 
 
-def left_to_the_watch(problems: list[Verdict], watch_mode: str, state: State, decode_found: bool) -> list[Verdict]:
-    """The problems still to warn about (or, strict, to raise), without the rows the runtime
-    watch measures instead.
-
-    A memo row whose function is missing by name (moved, renamed or removed) leaves no cache
-    fi_compat knows of unbounded: with the watch on, a memo that grows in its place is bounded
-    (``bound``) or reported (``warn``) whatever its name, and one flashinfer bounds or dropped is
-    silent, as its memory is.  So it is an INFO line and a note, not a WARNING, and no strict
-    error (strict still raises for growth the watch cannot bound).  The builder, which fi_compat
-    memoizes where flashinfer builds a fresh config per call, runs as flashinfer wrote it then:
-    as fast as flashinfer alone.  With the watch off, and where the decode function is missing
-    too (the watch starts from its module), it stays a problem."""
-    if watch_mode == "off" or not decode_found:
-        return problems
-    watched = [v for v in problems if v.kind == MISSING]
-    for v in watched:
-        note = f"flashinfer {state.release}: {v.reason}; the runtime watch measures flashinfer's memory instead"
-        if note not in state.messages:
-            state.messages.append(note)
-            logger.info("fi_compat: %s", note)
-    return [v for v in problems if v not in watched]
-
-
 def note_effectively_unbounded(rows: Iterable[Verdict]) -> None:
     """One INFO line per row flashinfer bounds so high (``judgement.HUGE`` times
     fi_compat's bound) that fi_compat bounds it anyway."""
@@ -106,9 +84,13 @@ def note_effectively_unbounded(rows: Iterable[Verdict]) -> None:
             logger.info("fi_compat: %s", verdict.reason)
 
 
-def strict_error(problems: list[Verdict], release_info: Any) -> Exception:
-    """The typed error strict mode raises for the first problem (``release_info``: the detected release)."""
+def strict_error(problems: list[Verdict], release_info: Any, unknown: str = "") -> Exception:
+    """The typed error strict mode raises where knowledge is missing: for the first row left
+    unbounded, else (``unknown``: why) for a release outside the verified ones
+    (``release_info``: the detected release)."""
     release: Optional[str] = None if release_info is None else str(release_info)
+    if not problems:
+        return UnverifiedReleaseError(release, unknown)
     first = problems[0]
     if first.mismatch is not None:
         m = first.mismatch

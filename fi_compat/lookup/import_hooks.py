@@ -62,6 +62,8 @@ except ImportError:  # pragma: no cover - every CPython has it
 
 # name -> hooks for its next import; fired (and forgotten) once the import succeeds
 _hooks: dict[str, list[Hook]] = {}
+# top-level package -> hooks for every module of it imported from now on (kept until forgotten)
+_package_hooks: dict[str, list[Hook]] = {}
 # names whose import was in flight when a hook was registered and whose spec
 # cannot report the import's end: settle() fires their hooks once imported
 _unreported: set[str] = set()
@@ -147,7 +149,7 @@ class _HookFinder:
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Optional[ModuleSpec]:
         if _unreported:
             _adopt_unreported()
-        if name not in _hooks:
+        if name not in _hooks and not (_package_hooks and name.partition(".")[0] in _package_hooks):
             return None
         meta_path = sys.meta_path
         try:
@@ -239,7 +241,7 @@ def _fire(name: str, module: ModuleType) -> None:
     """Call (and forget) every hook of ``name``; the pop decides who calls, so
     two paths reporting one import call each hook once."""
     with _lock:
-        hooks = _hooks.pop(name, [])
+        hooks = _hooks.pop(name, []) + list(_package_hooks.get(name.partition(".")[0], ()))
         _unreported.discard(name)
     for hook in hooks:
         hook(module)
@@ -284,15 +286,39 @@ def settle() -> None:
             _fire_if_loaded(name)
 
 
+def on_new_module(package: str, hook: Hook) -> None:
+    """Call ``hook(module)`` for every module of the top-level ``package`` imported from now on
+    (one that is imported already is not new), in the importing thread, inside that import,
+    until :func:`forget_new_module`.  Never blocks.  Cost: one dict test per import."""
+    with _lock:
+        _ensure_finder()
+        hooks = _package_hooks.setdefault(package, [])
+        if hook not in hooks:
+            hooks.append(hook)
+
+
+def _take_back(table: dict[str, list[Hook]], key: str, hook: Hook) -> bool:
+    """Remove ``hook`` from ``table[key]`` (and the key once empty); ``True`` when the key went.  Lock held."""
+    hooks = table.get(key)
+    if hooks and hook in hooks:
+        hooks.remove(hook)
+        if not hooks:
+            del table[key]
+            return True
+    return False
+
+
+def forget_new_module(package: str, hook: Hook) -> None:
+    """Take ``hook`` back from :func:`on_new_module`'s hooks of ``package``."""
+    with _lock:
+        _take_back(_package_hooks, package, hook)
+
+
 def forget(name: str, hook: Hook) -> None:
     """Take ``hook`` back from ``name``'s hooks, if it still waits there."""
     with _lock:
-        hooks = _hooks.get(name)
-        if hooks and hook in hooks:
-            hooks.remove(hook)
-            if not hooks:
-                del _hooks[name]
-                _unreported.discard(name)
+        if _take_back(_hooks, name, hook):
+            _unreported.discard(name)
 
 
-__all__ = ["importing_elsewhere", "in_flight", "on_import", "settle", "forget"]
+__all__ = ["forget", "forget_new_module", "importing_elsewhere", "in_flight", "on_import", "on_new_module", "settle"]

@@ -93,16 +93,6 @@ original's exact signature that computes the key from its own parameters
 (:mod:`fi_compat.adapters.builder_entries`)."""
 
 
-#: When the runtime watch (:mod:`fi_compat.watch`) next wants a step, by
-#: ``time.perf_counter`` (``inf``: no watch running), and the step to take then.
-#: The builder's memo (:mod:`fi_compat.adapters.builder_entries`), which runs once
-#: per decode wherever flashinfer builds a tuning config, compares one clock
-#: reading with it per call: the watch's heartbeat, at about a tenth of the cost
-#: of a pass-through in front of the decode function.  Only the watch writes them.
-WATCH_DUE: list[float] = [float("inf")]
-WATCH_STEP: list[Callable[[], None]] = [lambda: None]
-
-
 def memoized_function(
     wrapped: Callable,
     cache: BoundedCache,

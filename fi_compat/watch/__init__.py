@@ -1,137 +1,74 @@
-"""The runtime watch: per-request growth in flashinfer's memory, whatever its name.
+"""The runtime watch: per-request growth in flashinfer's memory, measured where fi_compat's knowledge is missing.
 
-Every bound in :mod:`fi_compat.verdict.bounds` hangs on a name; a memo flashinfer
-renames, moves or writes by hand escapes them all.  The watch looks at
-behaviour instead.  After :func:`fi_compat.install` it finds the containers
-flashinfer's modules hold (``functools`` caches, dicts, sets, lists,
-``threading.local`` attributes, closure cells, instance and class attributes:
-the links :mod:`fi_compat.counting.memo_walk` follows), reads their sizes again and
-again, and when one keeps growing:
+Every bound in :mod:`fi_compat.verdict.bounds` hangs on a name.  On a release
+fi_compat verified (every row found by name, the release in the matrix) those
+names are the whole story, and the watch does not run: nothing of fi_compat
+stands in flashinfer's call path but its memos.  Where knowledge is missing (a
+release outside the verified list: the next one, a nightly, a source build; a
+row missing or mismatched) the installer starts it (``FI_COMPAT_WATCH=auto``,
+the default), and it looks at behaviour instead: it walks everything
+flashinfer's modules hold (:func:`fi_compat.counting.memo_walk.module_nodes`:
+module, class and instance attributes, closures, decorator stacks,
+``threading.local`` attributes), reads the size of every container it finds
+(``functools`` memos without a bound, dicts, sets, lists) again and again, and
+when one keeps growing:
 
-* a ``functools``-style memo with no bound (``functools.cache``,
-  ``lru_cache(None)``) that no row names is bounded where it is bound (every
-  attribute of a loaded flashinfer module holding it, a class attribute under
-  its ``staticmethod``/``classmethod``, a decorator's closure cell or
-  ``__wrapped__``): a memo of :func:`fi_compat.memo.proxies.memoized_function` with
-  the same name, signature and ``functools`` API, an LRU of ``cache_size``
-  entries keyed on the call's arguments as they are;
-  ``uninstall()`` restores the original.  One WARNING says so: module,
-  function, entries, growth, and which key positions vary;
-* any other growing container (a dict, set or list on a module, class or
-  instance, a ``threading.local`` attribute, a dict in a closure cell) cannot
-  be bounded safely (what evicting an entry does to flashinfer is unknown):
-  one WARNING names every such container with its holder and flashinfer
-  source line; under strict, :class:`~fi_compat.errors.UnboundedGrowthError`,
-  raised at the next fi_compat call (nothing can be raised through the
-  garbage collector's callback the watch runs in).
+* a ``functools``-style memo with no bound is bounded where flashinfer holds it
+  (a memo of :func:`fi_compat.memo.proxies.memoized_function` with the same
+  name, signature and ``functools`` API, an LRU of ``cache_size`` entries keyed
+  on the call's arguments as they are; ``uninstall()`` restores it), with one
+  WARNING: module, function, entries, growth, the key positions that vary;
+* any other growing container cannot be bounded safely (what evicting an entry
+  does to flashinfer is unknown): one WARNING names it with its holder and
+  source line; strict: :class:`~fi_compat.errors.UnboundedGrowthError` at the
+  next fi_compat call.
 
-Setting: ``FI_COMPAT_WATCH`` = ``bound`` (default), ``warn`` (report, change
-nothing) or ``off`` (no callback is registered).
+Then it **retires**: after two complete walks and
+:data:`~fi_compat.watch.records.FLAT_WINDOWS` windows of
+:data:`~fi_compat.watch.records.WINDOW_LENGTHS` distinct lengths in which no
+container grew, every tick it set is taken out, its collector callback removed
+and its records dropped (the memos it bounded stay); ``status()["watch"]`` says
+what it found and when it retired.  A flashinfer module imported after that
+re-arms it.  What retiring can miss: growth that begins only after it (a memo
+first reached at a context the engine had not served yet).
+``FI_COMPAT_WATCH=bound`` runs it on any release and ``warn`` reports without
+bounding (both never retire early on a verified release's account: they are
+asked for); ``off`` never runs it.
 
-How it runs, and what it costs: no thread.  Three ticks drive it, in whatever
-thread is running: the builder memo's *heartbeat* (fi_compat's memo of the
-tuning-config builder, which flashinfer calls once per decode wherever it builds
-a config, compares one clock reading per call with
-:data:`fi_compat.memo.proxies.WATCH_DUE`: about 0.1 us); a pass-through in front of
-the decode function at every module attribute that holds it outside its home
-module (``flashinfer.mla``, ``flashinfer.decode``, an engine's own ``from
-flashinfer... import``; a plain function with the decode function's own
-parameters, 0.3-0.9 us a call on the project's loaded 2-core CPU), which takes a
-due step only :data:`TICK_LATE_S` late and is taken out once the heartbeat has
-taken :data:`BEATS_TO_RETIRE_TICK` steps (so it stays only on a path that builds
-no config: TensorRT-LLM's trtllm-gen call on 0.7.4); and the garbage collector
-(:data:`gc.callbacks`), whose collections flashinfer's growing memos trigger as
-they keep objects.  When something is due the tick takes one *step*:
-
-* a *full step*: at most :data:`STEP_BUDGET_S` (2 ms) of work, scheduled so
-  the watch's total stays within :data:`DUTY` (0.2 %) of the time since it
-  started, after a one-time start-up allowance of :data:`STARTUP_ALLOWANCE_S`
-  (100 ms, spent at most at :data:`STARTUP_DUTY` of the time) that finds the
-  decode path's containers within its first few hundred calls;
-* between full steps, a *reading* of the decode path's own containers only
-  (a few dozen sizes: tens of microseconds), at most every
-  :data:`HOT_GAP_S` and within :data:`HOT_DUTY` (0.25 %), so growth that begins
-  late, past a 128K context, is seen within a few hundred lengths of its start.
-
-``benchmarks/watch_overhead.py`` prints the decode host path's time with and
-without the watch, side by side; ``benchmarks/watch_detection.py`` when it
-reports each memo of the issue-38 releases.
-
-What a full step does, in this order:
-
-1. *samples the stack* (from a collection): the flashinfer modules whose code
-   is running are walked first, and their containers read at every step;
-2. *walks* the queued roots a bounded slice at a time: the decode function's
-   module, the modules whose code runs, the flashinfer modules they hold
-   (re-exports, ``from . import``), then every other loaded flashinfer module; a
-   module's own containers, and those in its thread-locals and its functions'
-   closures, are read from the step that reaches the module; a full pass is
-   repeated at growing intervals so containers created later (a singleton's
-   dicts) are found;
-3. *reads sizes*: one slice of the pass over every other tracked container
-   (one ``len`` or ``cache_info``); a container unchanged for a while is read
-   less often (at most every :data:`MAX_SKIP` passes);
-4. *scans* for the holders of a memo being bounded (a few modules a step);
-5. *judges*: a container whose size grew in each of its last :data:`RISES`
-   readings, by at least :data:`MIN_GROWTH` entries since it was first read, is
-   growing per request.  A bounded ``functools`` cache
-   (``lru_cache(maxsize=N)``) is never judged: it is bounded already.
+How it runs: no thread.  Two ticks drive it, in whatever thread is running: a
+pass-through in front of the decode function at every module attribute that
+holds it (:mod:`.tick`; it also counts the distinct lengths) and the garbage
+collector (:data:`gc.callbacks`), whose collections a growing memo's kept
+objects trigger.  A step is at most :data:`~.records.STEP_BUDGET_S` of work,
+paced to :data:`~.records.WALK_DUTY` of the time until the walk is complete
+(after a start-up allowance that finds the decode path's own containers within
+its first calls), then :data:`~.records.READ_DUTY`; between full steps a
+reading of the decode path's own containers (tens of microseconds) sees growth
+there within a few hundred lengths.  Its records stay under 1 MB
+(:class:`~.records.Containers`); it creates no attribute on flashinfer's objects.
 
 The watch imports nothing and takes no lock but the ones ``logging`` and
-``warnings`` take to report; flashinfer's answers do not change (a bounded
-memo returns what the function returns; an evicted entry is recomputed).
-Failure behaviour: anything a step raises stops the watch with one WARNING
-(the traceback at DEBUG); flashinfer is left as it is.
+``warnings`` take to report (and a step's own, never waited for).  Failure
+behaviour: anything a step raises stops the watch with one WARNING (the
+traceback at DEBUG); flashinfer is left as it is.
 """
 
 from __future__ import annotations
 
 import gc
+import logging
 import sys
-import time
 from typing import Any, Callable, Optional
 
-from ..adapters.base import Plan, PatchStep
 from ..lookup import import_hooks
-from ..lookup.modules import every_loaded, loaded
-from ..memo.proxies import WATCH_DUE, WATCH_STEP, FiCompatProxy, _Switch
-from ..model.specs import CORE_MODULE, DECODE
-from .bounding import bounding_plan as bounding_plan
-from .bounding import holders as holders
-from .records import (
-    BEATS_TO_RETIRE_TICK as BEATS_TO_RETIRE_TICK,
-    DEFAULT_MODE as DEFAULT_MODE,
-    DUTY as DUTY,
-    FIRST_REWALK_S as FIRST_REWALK_S,
-    HOT_DUTY as HOT_DUTY,
-    HOT_GAP_S as HOT_GAP_S,
-    KEYS_READ as KEYS_READ,
-    MAX_REWALK_S as MAX_REWALK_S,
-    MAX_SKIP as MAX_SKIP,
-    MAX_TRACKED as MAX_TRACKED,
-    MIN_GROWTH as MIN_GROWTH,
-    MODES as MODES,
-    RISES as RISES,
-    STACK_DEPTH as STACK_DEPTH,
-    STARTUP_ALLOWANCE_S as STARTUP_ALLOWANCE_S,
-    STARTUP_DUTY as STARTUP_DUTY,
-    STEP_BUDGET_S as STEP_BUDGET_S,
-    TICK_LATE_S as TICK_LATE_S,
-    Finding as Finding,
-    Tracked as Tracked,
-    _flashinfer,
-    logger,
-)
-from .records import _functools_keys as _functools_keys
-from .records import _parameter_names as _parameter_names
-from .records import varying_positions as varying_positions
-from .state import TICK_DUE
-from .state import Watch as Watch
-from .tick import _fast_tick
+from ..model.specs import CORE_MODULE, PACKAGE
+from .records import WINDOW_LENGTHS
+from .state import RETIRED, Watch
+from .tick import DUE, tick_plan
 
-# The process's one watch: the state here is the live binding every tick reads
-# (tests replace ``fi_compat.watch._active`` and ``fi_compat.watch._step``).
+logger = logging.getLogger("fi_compat.watch")
 
+# The process's one watch: the live binding every tick reads (tests replace ``_active`` and ``_step``).
 _active: Optional[Watch] = None
 
 
@@ -156,8 +93,8 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
 def _step(watch: Watch, frame: Any) -> None:
     """One step; a failure stops the watch (it never breaks the program it
     watches) with one WARNING, since growth then goes unseen.  A step never runs
-    inside another (a collection or a heartbeat during a step, or a second thread):
-    the later one is skipped, without waiting."""
+    inside another (a collection during a step, or a second thread): the later
+    one is skipped, without waiting."""
     if not watch.busy.acquire(blocking=False):
         return
     try:
@@ -168,138 +105,102 @@ def _step(watch: Watch, frame: Any) -> None:
             "fi_compat: the runtime watch stopped (%s); per-request growth is no longer watched", watch.failed
         )
         logger.debug("fi_compat: the watch's failure", exc_info=True)
-        stop_collecting()
+        _silence(watch)
     finally:
         watch.busy.release()
 
 
-def _nothing() -> None:
-    pass
+def _due_step() -> None:
+    """The decode tick's step.  A decode call is outside any import, so an import caught in
+    the microseconds before its module entered sys.modules reports its end here at the latest."""
+    watch = _active
+    if watch is None:
+        DUE[0] = float("inf")
+        return
+    import_hooks.settle()
+    if watch.due(watch.clock()):
+        _step(watch, None)  # the frames above a decode call are the engine's: nothing to sample
 
 
-def stop_collecting() -> None:
-    WATCH_DUE[0] = TICK_DUE[0] = float("inf")
-    WATCH_STEP[0] = _nothing
+def _silence(watch: Watch) -> list[str]:
+    """Nothing of the watch runs any more: no step due, the ticks and the collector's callback
+    gone; returns the ticks that could not be taken out (a third party replaced them)."""
+    DUE[0] = float("inf")
+    left = watch.ticking.remove()
     try:
         gc.callbacks.remove(_on_collection)
     except ValueError:
         pass
+    return left
 
 
-def _on_decode(frame: Any) -> None:
-    """A step taken from a decode call (frame: the tick's own; flashinfer's frames lie below)."""
-    watch = _active
-    if watch is None or not watch.due(watch.clock()):
-        return
-    _step(watch, frame)
+def _arm(watch: Watch) -> None:
+    DUE[0] = 0.0
+    try:
+        watch.ticking.apply(tick_plan(watch.lengths, WINDOW_LENGTHS, _due_step))
+    except Exception as exc:  # noqa: BLE001  (no tick from decode: the collector's still comes)
+        logger.debug("fi_compat: the watch has no decode tick: %s", exc)
+    if _on_collection not in gc.callbacks:
+        gc.callbacks.append(_on_collection)
 
 
-class _Tick(FiCompatProxy):
-    """The decode function behind a pass-through that lets a due watch take its
-    step first: one global read and one clock read per call when none is due.
-    A wrapt proxy, so it pickles as the function it stands for (which its home
-    module keeps) and shows its name and signature."""
-
-    def __init__(self, decode: Callable[..., Any]) -> None:
-        def call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            if _active is not None and time.perf_counter() >= TICK_DUE[0]:
-                _due_step()
-            return wrapped(*args, **kwargs)
-
-        super().__init__(decode, call, _Switch())
-
-
-def _due_step() -> None:
-    """The decode tick's step (taken :data:`TICK_LATE_S` late: a heartbeat takes it first)."""
-    watch = _active
-    if watch is not None and watch.clock() >= TICK_DUE[0]:
-        _decode_step(watch)
-
-
-def _beat() -> None:
-    """The heartbeat's step (the builder's memo, inside a decode call: WATCH_STEP).  Once
-    it has taken :data:`BEATS_TO_RETIRE_TICK` steps the decode tick is taken out: this
-    decode path beats on its own, and the tick's pass-through is the watch's largest
-    per-call cost."""
-    watch = _active
-    if watch is None or not watch.due(watch.clock()):
-        return
-    _decode_step(watch)
-    watch.beats += 1
-    if watch.beats == BEATS_TO_RETIRE_TICK and watch.ticking.patched():
-        left = watch.ticking.remove()
-        logger.debug(
-            "fi_compat: the builder's memo beats on this decode path: the decode tick retired%s",
-            f" ({'; '.join(left)})" if left else "",
-        )
-
-
-def _decode_step(watch: Watch) -> None:
-    # An import caught in the microseconds before its module entered sys.modules
-    # (1 race round in 1,000 on 0.7.4) reports its end here at the latest: a
-    # decode call is outside any import, so its hooks may run (nothing when none waits).
-    import_hooks.settle()
-    _on_decode(None)  # the frames above a decode call are the engine's: nothing to sample
-
-
-def _tick_plan() -> Plan:
-    """The decode function (engines call it once per batch) behind a :class:`_Tick`
-    at every module attribute that holds it outside its home module (the
-    re-exports engines call, an engine's own ``from flashinfer... import``):
-    the per-batch tick of the watch.  The home module keeps the function, so it
-    pickles by reference as before and fi_compat's call API calls it directly.
-    Empty when the release has no such function, or when transparent mode
-    stands there instead (its proxy is not the function; the collector's tick remains)."""
-    core = loaded(CORE_MODULE)
-    decode = getattr(core, DECODE.name, None) if core is not None else None
-    if not callable(decode):
-        return Plan()
-    # every module: an engine that imported the name at start-up calls it through its own attribute
-    targets = tuple(
-        (module, attribute)
-        for module in every_loaded()
-        if isinstance(getattr(module, "__dict__", None), dict) and module is not core
-        for attribute, value in vars(module).copy().items()
-        if value is decode
+def _retired(watch: Watch, left: list[str]) -> None:
+    """The watch retired (in a step): its callback goes, and a new flashinfer module re-arms it."""
+    _silence(watch)
+    import_hooks.on_new_module(PACKAGE, _on_new_module)
+    logger.info(
+        "fi_compat: the runtime watch retired after %.1f s and %d windows of %d distinct lengths: "
+        "nothing of flashinfer's grows per request%s",
+        (watch.retired_at or 0.0) - watch.started,
+        watch.windows,
+        WINDOW_LENGTHS,
+        f" ({'; '.join(left)})" if left else "",
     )
-    if not targets:
-        return Plan()
-    # the first flashinfer holder names the fast tick (flashinfer.mla: what engines import)
-    named = sorted(targets, key=lambda t: (not _flashinfer(getattr(t[0], "__name__", "")), t[0].__name__, t[1]))
-    fast = _fast_tick(decode, named[0][0].__name__, named[0][1], _due_step)
-    tick = fast if fast is not None else _Tick(decode)
-    return Plan([PatchStep(f"watch tick: {DECODE.qualname}", decode, tick, targets)], {}, [])
 
 
-def start(mode: str, strict: bool, cache_size: int, on_error: Optional[Callable[[], None]] = None) -> Optional[Watch]:
-    """Start the watch (mode ``bound`` or ``warn``; ``off`` starts nothing).  Called by
-    the installer once flashinfer is imported and the rows are installed;
-    ``on_error()`` runs (in a watch step: it must take no lock) when a strict
+def _on_new_module(module: Any) -> None:
+    """A flashinfer module imported after the watch retired (in the importing thread, inside
+    that import: it imports nothing and waits on nothing)."""
+    watch = _active
+    import_hooks.forget_new_module(PACKAGE, _on_new_module)
+    if watch is not None and watch.phase == RETIRED:
+        watch.rearm()
+        _arm(watch)
+        logger.info("fi_compat: %s was imported after the runtime watch retired: it watches again", module.__name__)
+
+
+def start(
+    mode: str,
+    strict: bool,
+    cache_size: int,
+    on_error: Optional[Callable[[], None]] = None,
+    reason: str = "",
+) -> Optional[Watch]:
+    """Start the watch (mode ``bound``, ``warn``, or ``auto``, which the installer starts only
+    where knowledge is missing; ``off`` starts nothing); ``reason`` says why, for
+    ``status()``.  ``on_error()`` runs (in a watch step: it must take no lock) when a strict
     error is kept, so the next fi_compat call can raise it (:func:`take_error`).
-    Cost: one scan of flashinfer's module attributes for the decode function
-    (about a millisecond); the work is done in later steps."""
+    Cost: one scan of the modules' attributes for the decode function (about a millisecond);
+    the work is done in later steps."""
     global _active
     stop()
     if mode == "off":
         return None
-    watch = _active = Watch(mode, strict, cache_size, on_error=on_error)
-    WATCH_DUE[0] = TICK_DUE[0] = 0.0
-    WATCH_STEP[0] = _beat
+    watch = _active = Watch(mode, strict, cache_size, on_error=on_error, reason=reason, on_retire=_retired)
     watch._queue_module(CORE_MODULE, 2)  # the decode path's own module first; every other one follows
-    try:
-        watch.ticking.apply(_tick_plan())
-    except Exception as exc:  # noqa: BLE001  (no tick from decode: the collector's still comes)
-        logger.debug("fi_compat: the watch has no decode tick: %s", exc)
-    gc.callbacks.append(_on_collection)
-    return _active
+    _arm(watch)
+    return watch
 
 
 def stop() -> list[str]:
     """Stop the watch and restore every memo it bounded; returns what could not be restored."""
     global _active
-    stop_collecting()
     watch, _active = _active, None
-    return [] if watch is None else watch.ticking.remove() + watch.installation.remove()
+    import_hooks.forget_new_module(PACKAGE, _on_new_module)
+    if watch is None:
+        DUE[0] = float("inf")
+        return []
+    return _silence(watch) + watch.installation.remove()
 
 
 def current() -> Optional[Watch]:
@@ -318,3 +219,6 @@ def take_error() -> None:
     if watch is not None and watch.error is not None:
         error, watch.error = watch.error, None
         raise error
+
+
+__all__ = ["Watch", "current", "report", "start", "stop", "take_error"]

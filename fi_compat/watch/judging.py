@@ -8,26 +8,27 @@ its holders are found, report or keep the strict error for what cannot be bounde
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from ..adapters.base import Installation
 from ..errors import UnboundedGrowthError
-from .bounding import _Bounding, bounding_plan, holders
+from .bounding import Bounding, bounding_plan, holders
 from .records import (
     DICT,
     FUNCTOOLS,
     KEYS_READ,
-    MIN_GROWTH,
-    RISES,
+    MAX_FINDINGS,
+    REPORTED,
     SET,
+    Containers,
     Finding,
-    Tracked,
-    _functools_keys,
-    _parameter_names,
-    _report,
+    functools_keys,
     logger,
+    parameter_names,
+    report,
     varying_positions,
 )
+from .walk import locate
 
 
 class Judging:
@@ -38,47 +39,56 @@ class Judging:
     cache_size: int
     clock: Callable[[], float]
     on_error: Optional[Callable[[], None]]
+    containers: Containers
     findings: list[Finding]
-    bounding: deque[_Bounding]
+    bounding: deque[Bounding]
     installation: Installation
     error: Optional[BaseException]
 
-    def _judge(self, candidates: list[Tracked]) -> None:
-        growing = [t for t in candidates if not t.reported and t.rises >= RISES and t.gained >= MIN_GROWTH]
+    def _judge(self, rows: Iterable[int]) -> bool:
+        """Act on every container among ``rows`` that grows per request; ``True`` if one did."""
+        containers = self.containers
+        growing = [row for row in rows if containers.growing(row)]
         if not growing:
-            return
+            return False
         unbounded: list[Finding] = []
-        for tracked in growing:
-            tracked.reported = True
-            if tracked.kind == FUNCTOOLS:
-                finding = self._functools(tracked)
-                if finding.action == "warned":
-                    unbounded.append(finding)
+        for row in growing:
+            containers.flags[row] |= REPORTED
+            finding = self._finding(row)
+            if containers.kind(row) == FUNCTOOLS and self.mode != "warn":
+                self._bound(row, finding)
             else:
-                keys = list(tracked.obj)[:KEYS_READ] if tracked.kind in (DICT, SET) else []
-                finding = Finding(tracked, "warned", varying_positions(keys) if keys else "n/a")
                 unbounded.append(finding)
-            self.findings.append(finding)
+            if len(self.findings) < MAX_FINDINGS:
+                self.findings.append(finding)
         if unbounded:
             self._report_unbounded(unbounded)
+        return True
 
-    def _functools(self, tracked: Tracked) -> Finding:
-        cache = tracked.obj
-        varying = varying_positions(_functools_keys(cache), _parameter_names(cache))
-        finding = Finding(tracked, "warned", varying)
-        name = getattr(cache, "__qualname__", None) or tracked.path
+    def _finding(self, row: int) -> Finding:
+        containers = self.containers
+        obj, kind = containers.objects[row], containers.kind(row)
+        path, where = locate(containers, row)
+        if kind == FUNCTOOLS:
+            varying = varying_positions(functools_keys(obj), parameter_names(obj))
+        elif kind in (DICT, SET):
+            varying = varying_positions(list(obj)[:KEYS_READ])
+        else:
+            varying = "n/a"
+        return Finding(path, kind, where, containers.last[row], containers.gained(row), "warned", varying)
+
+    def _bound(self, row: int, finding: Finding) -> None:
+        cache = self.containers.objects[row]
+        name = getattr(cache, "__qualname__", None) or finding.path
         module = getattr(cache, "__module__", "?")
-        growth = f"{tracked.last} entries, {tracked.gained} gained since the watch first read it"
-        if self.mode != "bound":
-            return finding
         finding.action = "bounding"
         message = (
-            f"{module}.{name} (at {tracked.where}) is a functools memo without a bound that no fi_compat row "
-            f"names, and it grew per request: {growth}; key positions that vary: {varying}. fi_compat bounded "
-            f"it at {{where}} (an LRU of {self.cache_size} entries; uninstall() restores it)"
+            f"{module}.{name} (at {finding.where}) is a functools memo without a bound that no fi_compat row "
+            f"names, and it grew per request: {finding.entries} entries, {finding.gained} gained since the watch "
+            f"first read it; key positions that vary: {finding.varying}. fi_compat bounded it at {{where}} (an "
+            f"LRU of {self.cache_size} entries; uninstall() restores it)"
         )
-        self.bounding.append(_Bounding(finding, holders(cache), message=message))
-        return finding
+        self.bounding.append(Bounding(finding, cache, holders(cache), message=message))
 
     def _continue_bounding(self, deadline: float) -> None:
         """Scan on for the holders of the memos being bounded; bound each whose scan ended."""
@@ -90,8 +100,7 @@ class Judging:
                 elif self.clock() >= deadline:
                     return
             self.bounding.popleft()
-            tracked = job.finding.tracked
-            plan = bounding_plan(tracked.obj, self.cache_size, tracked.path, job.found)
+            plan = bounding_plan(job.cache, self.cache_size, job.finding.path, job.found)
             if not plan.steps:
                 job.finding.action = "warned"
                 self._report_unbounded([job.finding])
@@ -99,15 +108,15 @@ class Judging:
             self.installation.apply(plan)
             job.finding.action = "bounded"
             job.finding.patched = [w for step in plan.steps for w in step.where()]
-            _report(job.message.format(where=", ".join(job.finding.patched)))
+            report(job.message.format(where=", ".join(job.finding.patched)))
 
     def _report_unbounded(self, findings: list[Finding]) -> None:
         lines = [
-            f"{f.tracked.path} ({f.tracked.kind}, held at {f.tracked.where}): {f.tracked.last} entries, "
-            f"{f.tracked.gained} gained; varying key positions: {f.varying}"
+            f"{f.path} ({f.kind}, held at {f.where}): {f.entries} entries, {f.gained} gained; "
+            f"varying key positions: {f.varying}"
             for f in findings
         ]
-        what = "left it unbounded" if self.mode == "bound" else "changed nothing (FI_COMPAT_WATCH=warn)"
+        what = "changed nothing (FI_COMPAT_WATCH=warn)" if self.mode == "warn" else "left it unbounded"
         message = (
             f"flashinfer memory that grows per request, which fi_compat {what}: " + "; ".join(lines) + ". "
             "Pin a release listed in docs/compatibility.md, or report it with `fi-compat doctor` output"
@@ -115,9 +124,9 @@ class Judging:
         if self.strict:
             for finding in findings:
                 finding.action = "error"
-            self.error = UnboundedGrowthError([f.tracked.path for f in findings], message)
+            self.error = UnboundedGrowthError([f.path for f in findings], message)
             logger.error("fi_compat: %s (FI_COMPAT_STRICT: raised at the next fi_compat call)", message)
             if self.on_error is not None:
                 self.on_error()
             return
-        _report(message)
+        report(message)

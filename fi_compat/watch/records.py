@@ -1,135 +1,234 @@
-"""The runtime watch's records: its settings, what it tracks and finds, and how it reads and judges one container.
+"""The runtime watch's settings and records: what it tracks, what it found, and how it reads one container.
 
-One job: the data of :mod:`fi_compat.watch` (a :class:`Tracked` container, a
-:class:`Finding`) and the pure helpers over a single object (its kind, its size,
-the links the walk follows, which key positions vary); nothing here schedules or walks.
+One job: the data of :mod:`fi_compat.watch` (:class:`Containers`, every
+container it reads, kept compact; a :class:`Finding`) and the pure helpers over
+a single object (its kind, its size, which key positions vary); nothing here
+schedules or walks.
 """
 
 from __future__ import annotations
 
-import _thread
 import gc
 import logging
+import sys
 import types
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from .. import config
 from ..counting import memo_walk
 from ..errors import UnboundedGrowthWarning, warn
-from ..memo.proxies import is_fi_compat_proxy
 
 logger = logging.getLogger("fi_compat.watch")
 
 MODES = config.WATCH_MODES
-DEFAULT_MODE = config.DEFAULT_WATCH
 
 #: Longest single step (the most the watch holds the GIL at a time).
 STEP_BUDGET_S = 0.002
-#: Share of the process's time the watch may take once the start-up allowance is spent.
-DUTY = 0.002
-#: Watch time allowed on top of DUTY at the start, to find the decode path's containers early ...
+#: Watch time allowed at the start, to find the decode path's own containers within its first calls ...
 STARTUP_ALLOWANCE_S = 0.1
 #: ... spent at most at this share of the time (a step, then four steps' time without one).
 STARTUP_DUTY = 0.2
-#: Readings of the decode path's own containers (between full steps) take at most this share ...
+#: Share of the time the walk takes until it has reached everything flashinfer's modules hold.  A
+#: complete walk of 0.7.4 (557 modules, about 6,000 containers) is 0.2-0.3 s of work: 10-15 s of decoding.
+WALK_DUTY = 0.02
+#: Share of the time the readings of every container take once the walk is complete (a pass over
+#: 0.7.4's 13,700 containers is 3-4 ms: one every 0.2 s of decoding); it lasts until the watch retires.
+READ_DUTY = 0.02
+#: Readings of the decode path's own containers (every step, and between full steps) take at most this share ...
 HOT_DUTY = 0.0025
 #: ... and come at most this often.
 HOT_GAP_S = 0.005
-#: The decode tick waits this long past a due step for the builder memo's heartbeat to take it ...
-TICK_LATE_S = 0.002
-#: ... and once the heartbeat has taken this many, the tick (a pass-through: the watch's largest
-#: per-call cost) is taken out; the heartbeat and the collector drive the watch from then on.
-BEATS_TO_RETIRE_TICK = 3
+#: Containers read at every step: the decode path's own, and any a reading pass saw grow, up to this many.
+MAX_HOT = 512
 #: A container is growing when it gained this many entries since first read ...
 MIN_GROWTH = 128
 #: ... and grew in each of its last RISES readings.
 RISES = 2
 #: An unchanged container is read at most every MAX_SKIP passes.
 MAX_SKIP = 8
-#: The most containers tracked (each read costs about 0.2 us; each is kept alive by the watch).
-MAX_TRACKED = 20_000
+#: The most containers tracked: the records stay under 1 MB (about 45 bytes each).
+MAX_TRACKED = 16_384
+#: Distinct max_seq_len values (decode calls, where the decode function has no such parameter) per window ...
+WINDOW_LENGTHS = 512
+#: ... and flat windows, after two complete walks, before the watch retires: 2,048 distinct lengths.
+FLAT_WINDOWS = 4
+#: A window is flat when no container ends it more than this many entries above where it began.
+FLAT_SLACK = 8
 #: Frames of the stack sampled at a collection.
 STACK_DEPTH = 40
-#: Seconds between full re-walks, doubled each time up to MAX_REWALK_S.
-FIRST_REWALK_S = 1.0
-MAX_REWALK_S = 120.0
 #: Keys read to tell which key positions vary.
 KEYS_READ = 2_000
+#: Findings and slow steps kept for status() (the oldest stay: they are what the watch acted on).
+MAX_FINDINGS = 64
+SLOW_STEPS_KEPT = 20
 
 FUNCTOOLS, DICT, SET, LIST = "functools", "dict", "set", "list"
-_LOCAL = _thread._local
+_KINDS = (FUNCTOOLS, DICT, SET, LIST)
+_LOCAL = memo_walk._LOCAL
+
+HOT, REPORTED = 1, 2  # flags of a tracked container
 
 
-@dataclass(eq=False, slots=True)
-class Tracked:
-    """One container the watch reads: what it is, where flashinfer holds it, its sizes."""
+class Containers:
+    """Every container the watch reads, as columns rather than an object each.
 
-    obj: Any
-    kind: str
-    path: str
-    where: str
-    first: int
-    last: int
-    rises: int = 0
-    skip: int = 0  # passes to skip before the next read
-    idle: int = 0  # consecutive unchanged readings
-    reported: bool = False
-    hot: bool = False  # reached from a module the decode path runs in: read every step
+    A container is a ``functools`` memo without a bound, a dict, a set or a list
+    that flashinfer's modules reach.  Each costs about 45 bytes here: the object
+    (held, so its identity cannot be reused), the module it was reached from, its
+    first, last and largest sizes and its largest at the window's start, and a few
+    counters.  Its path and source line are found again only when it is reported
+    (:func:`fi_compat.watch.walk.locate`), so no string is kept per container.  Identity is tested through a sorted array
+    of ``id``\\ s (no dict of integers).  Cost of :meth:`add`: a binary search and
+    an insertion (a memmove of at most 96 KB)."""
 
-    @property
-    def gained(self) -> int:
-        return self.last - self.first
+    __slots__ = (
+        "objects",
+        "kinds",
+        "module",
+        "module_names",
+        "_module_rows",
+        "first",
+        "last",
+        "peak",
+        "window",
+        "rises",
+        "idle",
+        "skip",
+        "flags",
+        "_ids",
+        "_rows",
+    )
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "where": self.where, "entries": self.last, "gained": self.gained}
+    def __init__(self) -> None:
+        self.objects: list[Any] = []
+        self.kinds = bytearray()
+        self.module = array("H")  # index into module_names
+        self.module_names: list[str] = []
+        self._module_rows: dict[str, int] = {}
+        self.first = array("I")
+        self.last = array("I")
+        self.peak = array("I")
+        self.window = array("I")
+        self.rises = bytearray()
+        self.idle = bytearray()
+        self.skip = bytearray()
+        self.flags = bytearray()
+        self._ids = array("Q")
+        self._rows = array("I")
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def add(self, obj: Any, kind: str, module: str, hot: bool) -> Optional[int]:
+        """Track ``obj``: its row, when it is new here or newly hot (reached from a module the
+        decode path runs in); ``None`` when nothing changed (tracked already, unreadable, or full)."""
+        key = id(obj)
+        at = bisect_left(self._ids, key)
+        if at < len(self._ids) and self._ids[at] == key:
+            row = self._rows[at]
+            if hot and not self.flags[row] & HOT:
+                self.flags[row] |= HOT
+                return row
+            return None
+        if len(self.objects) >= MAX_TRACKED:
+            return None
+        size = size_of(obj, kind)
+        if size is None:
+            return None
+        row = len(self.objects)
+        self._ids.insert(at, key)
+        self._rows.insert(at, row)
+        self.objects.append(obj)
+        self.kinds.append(_KINDS.index(kind))
+        if module not in self._module_rows:
+            self._module_rows[module] = len(self.module_names)
+            self.module_names.append(module)
+        self.module.append(self._module_rows[module])
+        for column in (self.first, self.last, self.peak, self.window):
+            column.append(size)
+        for column in (self.rises, self.idle, self.skip):
+            column.append(0)
+        self.flags.append(HOT if hot else 0)
+        return row
+
+    def kind(self, row: int) -> str:
+        return _KINDS[self.kinds[row]]
+
+    def read(self, row: int) -> None:
+        """One reading of a container's size (skipped while it rests after unchanged readings)."""
+        if self.skip[row]:
+            self.skip[row] -= 1
+            return
+        size = size_of(self.objects[row], self.kind(row))
+        if size is None:  # gone or unreadable: never judged
+            return
+        if size > self.peak[row]:
+            self.peak[row] = size
+        if size > self.last[row]:
+            self.rises[row] = min(self.rises[row] + 1, 255)
+            self.idle[row] = 0
+        else:
+            self.rises[row] = 0
+            self.idle[row] = min(self.idle[row] + 1, 255)
+            self.skip[row] = min(self.idle[row], MAX_SKIP) - 1
+        self.last[row] = size
+
+    def gained(self, row: int) -> int:
+        return self.last[row] - self.first[row]
+
+    def growing(self, row: int) -> bool:
+        return not self.flags[row] & REPORTED and self.rises[row] >= RISES and self.gained(row) >= MIN_GROWTH
+
+    def window_flat(self) -> bool:
+        """Whether no container's largest size rose more than :data:`FLAT_SLACK` entries since the
+        window began (a container that fills and empties per call is flat); starts the next window."""
+        flat = self.peak == self.window or all(peak - start <= FLAT_SLACK for peak, start in zip(self.peak, self.window))
+        self.window[:] = self.peak
+        return flat
+
+    def nbytes(self) -> int:
+        """The records' own memory: the columns and lists (the containers are flashinfer's)."""
+        lists = sum(sys.getsizeof(c) for c in (self.objects, self.module_names, self._module_rows))
+        columns = (self.kinds, self.module, self.first, self.last, self.peak, self.window, self.rises, self.idle, self.skip, self.flags)
+        return lists + sum(sys.getsizeof(c) for c in columns) + sys.getsizeof(self._ids) + sys.getsizeof(self._rows)
 
 
 @dataclass
 class Finding:
-    """A growing container and what the watch did about it (``bounded``, ``warned`` or ``error``)."""
+    """A growing container and what the watch did about it (``bounding``, ``bounded``, ``warned`` or ``error``)."""
 
-    tracked: Tracked
+    path: str
+    kind: str
+    where: str
+    entries: int
+    gained: int
     action: str
     varying: str
     patched: list[str] = field(default_factory=list)
-    seen: dict[str, Any] = field(default_factory=dict)  # the container as the watch judged it
-
-    def __post_init__(self) -> None:
-        self.seen = self.tracked.as_dict()
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.seen, "action": self.action, "varying": self.varying, "patched": self.patched}
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "where": self.where,
+            "entries": self.entries,
+            "gained": self.gained,
+            "action": self.action,
+            "varying": self.varying,
+            "patched": self.patched,
+        }
 
 
-def _size(tracked: Tracked) -> int:
-    obj = tracked.obj
-    if tracked.kind == FUNCTOOLS:
-        return int(obj.cache_info().currsize)
-    return len(obj)
-
-
-def _read(tracked: Tracked) -> None:
-    """One reading of a container's size (skipped while it is resting after unchanged readings)."""
-    if tracked.skip:
-        tracked.skip -= 1
-        return
+def size_of(obj: Any, kind: str) -> Optional[int]:
     try:
-        size = _size(tracked)
-    except Exception:  # noqa: BLE001  (gone or unreadable: never judged)
-        return
-    if size > tracked.last:
-        tracked.rises += 1
-        tracked.idle = 0
-    else:
-        tracked.rises = 0
-        tracked.idle += 1
-        tracked.skip = min(tracked.idle, MAX_SKIP) - 1
-    tracked.last = size
-
-
-def _flashinfer(name: Any) -> bool:
-    return isinstance(name, str) and (name == memo_walk.PACKAGE or name.startswith(memo_walk.PACKAGE + "."))
+        if kind == FUNCTOOLS:
+            return int(obj.cache_info().currsize)
+        return len(obj)
+    except Exception:  # noqa: BLE001  (gone or unreadable)
+        return None
 
 
 def _unbounded_functools(value: Any) -> bool:
@@ -139,45 +238,11 @@ def _unbounded_functools(value: Any) -> bool:
         return False
 
 
-def _children(value: Any) -> Iterator[tuple[str, Any]]:
-    if isinstance(value, _LOCAL):  # the running thread's attributes (the decode thread's, mostly)
-        yield from vars(value).copy().items()
-        return
-    if isinstance(value, (set, list)):
-        return
-    yield from memo_walk._children(value)
-
-
-def _near(value: Any) -> list[tuple[str, Any]]:
-    """The containers one link inside a module attribute that a memo written by
-    hand keeps: a ``threading.local``'s attributes, a function's closure cells."""
-    try:
-        if isinstance(value, _LOCAL):
-            return list(vars(value).copy().items())
-        if isinstance(value, types.FunctionType) and value.__closure__:
-            names = value.__code__.co_freevars
-            return [(f"<closure {n}>", c.cell_contents) for n, c in zip(names, value.__closure__) if _filled(c)]
-    except Exception:  # noqa: BLE001  (read as the walk reads it, later)
-        pass
-    return []
-
-
-def _filled(cell: Any) -> bool:
-    try:
-        return cell.cell_contents is not _filled  # read to learn whether the cell is empty
-    except ValueError:
-        return False
-
-
-def _worth(value: Any) -> bool:
-    if isinstance(value, (set, list, _LOCAL)) and not isinstance(value, (frozenset, tuple)):
-        return True
-    return memo_walk._worth_following(value)
-
-
-def _kind(value: Any) -> Optional[str]:
-    if is_fi_compat_proxy(value):
-        return None  # fi_compat's own memo: bounded, and its contents are not flashinfer's
+def container_kind(value: Any) -> Optional[str]:
+    """What the watch reads ``value`` as, or ``None`` for what it never judges: fi_compat's
+    own memos (bounded) and ``functools`` caches with a bound."""
+    if memo_walk._is_fi_compat(value):
+        return None
     if memo_walk._is_cache(value):
         return FUNCTOOLS if _unbounded_functools(value) else None
     if isinstance(value, memo_walk.DICT_TYPES):
@@ -211,30 +276,26 @@ def varying_positions(keys: list[Any], names: tuple[str, ...] = ()) -> str:
     return ", ".join(f"{p} ({names[p]})" if p < len(names) else str(p) for p in varying)
 
 
-def _functools_keys(cache: Any) -> list[Any]:
+def functools_keys(cache: Any) -> list[Any]:
     """Keys of a C ``functools`` cache, read through the garbage collector's view of it."""
     try:
         size = cache.cache_info().currsize
         for referent in gc.get_referents(cache):
-            if (
-                isinstance(referent, dict)
-                and len(referent) == size
-                and referent is not getattr(cache, "__dict__", None)
-            ):
+            if isinstance(referent, dict) and len(referent) == size and referent is not getattr(cache, "__dict__", None):
                 return list(referent)[:KEYS_READ]
     except Exception:  # noqa: BLE001
         pass
     return []
 
 
-def _parameter_names(function: Any) -> tuple[str, ...]:
+def parameter_names(function: Any) -> tuple[str, ...]:
     code = getattr(memo_walk.inspect_unwrap(function), "__code__", None)
     if isinstance(code, types.CodeType):
         return tuple(code.co_varnames[: code.co_argcount + code.co_posonlyargcount])
     return ()
 
 
-def _report(message: str) -> None:
+def report(message: str) -> None:
     logger.warning("fi_compat: %s", message)
     try:
         warn(message, UnboundedGrowthWarning)

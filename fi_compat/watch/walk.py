@@ -1,60 +1,54 @@
 """The watch's walk: which flashinfer modules it visits, in what order, and the containers it records there.
 
-One job: the :class:`Walking` half of :class:`fi_compat.watch.state.Watch`
-(the stack sample, the queue of modules, the walk a bounded slice at a time,
-recording a container, one slice of the pass that reads their sizes).
+One job: the :class:`Walking` half of :class:`fi_compat.watch.state.Watch`: the
+stack sample, the queue of modules, the walk a bounded slice at a time through
+:func:`fi_compat.counting.memo_walk.module_nodes` (the one walker the census uses
+too), recording each container, and :func:`locate`, a container's path found
+again when it is reported.
 """
 
 from __future__ import annotations
 
 import types
 from collections import deque
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from ..counting import memo_walk
 from ..lookup.modules import loaded, loaded_names
-from ..model.specs import CORE_MODULE
-from .records import (
-    FUNCTOOLS,
-    MAX_REWALK_S,
-    MAX_TRACKED,
-    STACK_DEPTH,
-    Tracked,
-    _children,
-    _flashinfer,
-    _kind,
-    _near,
-    _read,
-    _size,
-    _worth,
-)
+from ..model.specs import CORE_MODULE, PACKAGE
+from .records import STACK_DEPTH, Containers, container_kind
 
 
-class _Resume:
-    """Where the walk stopped inside one object's links (a step ends on time, not on an object)."""
+def _flashinfer(name: Any) -> bool:
+    return isinstance(name, str) and (name == PACKAGE or name.startswith(PACKAGE + "."))
 
-    __slots__ = ("children", "here")
 
-    def __init__(self, children: Iterator[tuple[str, Any]], here: str) -> None:
-        self.children, self.here = children, here
+def locate(containers: Containers, row: int) -> tuple[str, str]:
+    """``(path, where)`` of a tracked container: the module it was reached from walked
+    again, by name, until the container is reached (one module's objects, at report time only)."""
+    obj, module_name = containers.objects[row], containers.module_names[containers.module[row]]
+    module = loaded(module_name)
+    if module is not None:
+        for path, value, where, _depth in memo_walk.module_nodes(module_name, module, set()):
+            if value is obj:
+                return path, memo_walk._code_where(value) if container_kind(value) == "functools" else where
+    return f"{module_name}.?", ""
 
 
 class Walking:
     """The walk's part of a watch's state and steps (mixed into :class:`~fi_compat.watch.state.Watch`)."""
 
     clock: Callable[[], float]
-    roots: deque[tuple[str, Any, int]]
-    rooted: set[int]
-    seen: set[int]
-    stack: list[tuple[str, Any, int, str, bool]]
-    tracked: dict[int, Tracked]
-    order: list[Tracked]
-    hot: list[Tracked]
-    cursor: int
-    passes: int
-    all_queued: bool
-    rewalk_at: float
-    rewalk_gap: float
+    containers: Containers
+    hot: list[int]
+
+    def _init_walk(self) -> None:
+        self.roots: deque[tuple[str, Any, int]] = deque()  # level 2: running code's module, 1: its neighbour
+        self.rooted: set[int] = set()  # modules (by id) queued or walked in this walk
+        self.nodes: Optional[Iterator[memo_walk.Node]] = None  # the module being walked
+        self.walking: tuple[str, bool] = ("", False)  # its name, and whether its containers are hot
+        self.all_queued = False
+        self.walks = 0  # complete walks
 
     def _sample_stack(self, frame: Any) -> None:
         for _ in range(STACK_DEPTH):
@@ -62,10 +56,7 @@ class Walking:
                 break
             name = frame.f_globals.get("__name__")
             if _flashinfer(name):
-                module = loaded(name)
-                if module is not None and id(module) not in self.rooted:
-                    self.rooted.add(id(module))
-                    self.roots.appendleft((name, module, 2))
+                self._queue_module(name, 2)
             frame = frame.f_back
 
     def _queue_module(self, name: str, level: int = 0) -> None:
@@ -79,108 +70,58 @@ class Walking:
             else:
                 self.roots.append((name, module, level))
 
-    def _rewalk(self, now: float) -> None:
-        self.rooted.clear()
-        self.seen.clear()
-        self.all_queued = False
-        self.rewalk_gap = min(self.rewalk_gap * 2, MAX_REWALK_S)
-        self.rewalk_at = now + self.rewalk_gap
-
-    def _walk(self, deadline: float) -> None:
-        clock, seen, stack = self.clock, self.seen, self.stack
-        while True:
-            if not stack:
-                # a module walked: forget what it visited (the walk's own memory stays the size of one
-                # module's; an object another module holds too is visited again there, and tracked once)
-                seen.clear()
-                if not self.roots:
-                    if self.all_queued:
-                        return
-                    for name in loaded_names(memo_walk.PACKAGE):
-                        self._queue_module(name)
-                    self.all_queued = True
-                    if not self.roots:
-                        return
-                name, module, level = self.roots.popleft()
-                level = 2 if name == CORE_MODULE else level
-                hot = level == 2
-                where = memo_walk._module_where(module)
-                for attribute, item in reversed(getattr(module, "__dict__", {}).copy().items()):
-                    if attribute.startswith("__") and attribute.endswith("__"):
-                        continue
-                    if isinstance(item, types.ModuleType):
-                        if _flashinfer(getattr(item, "__name__", None)):
-                            self._queue_module(item.__name__, level - 1)
-                        continue
-                    owner = getattr(item, "__module__", None)
-                    if _flashinfer(owner) and owner != name and isinstance(owner, str):
-                        # a re-export: its home module holds its memo's neighbours
-                        self._queue_module(owner, level - 1)
-                    if id(item) not in seen:
-                        seen.add(id(item))
-                        if _worth(item):
-                            # a module's own containers, and those in its thread-locals and its functions'
-                            # closures, are read from this step on; what lies deeper, as the walk gets there
-                            self._record(f"{name}.{attribute}", item, where, hot)
-                            near_where = memo_walk._code_where(item) if isinstance(item, types.FunctionType) else where
-                            for link, inner in _near(item):
-                                self._record(f"{name}.{attribute}.{link}", inner, near_where or where, hot)
-                            stack.append((f"{name}.{attribute}", item, 1, where, hot))
-                if clock() >= deadline:
-                    return
+    def _begin_module(self, name: str, module: Any, level: int) -> None:
+        """Start walking ``module``: queue the flashinfer modules it holds and the homes of its
+        re-exports (a re-export's home module holds its memo's neighbours), one level below it."""
+        level = 2 if name == CORE_MODULE else level
+        for attribute, item in getattr(module, "__dict__", {}).copy().items():
+            if attribute.startswith("__") and attribute.endswith("__"):
                 continue
-            path, value, depth, context, hot = stack.pop()
-            if type(value) is _Resume:  # the rest of a large object's links, left by an earlier step
-                children, here, depth = value.children, value.here, depth
-            else:
-                here = self._record(path, value, context, hot)
-                if depth >= memo_walk.MAX_DEPTH:
-                    continue
-                children = _children(value)
-            visited = 0
-            try:
-                for link, child in children:
-                    visited += 1
-                    if id(child) not in seen:
-                        seen.add(id(child))
-                        if _worth(child):
-                            joined = f"{path}.{link}" if link and not link.startswith("[") else f"{path}{link}"
-                            stack.append((joined, child, depth + 1, here, hot))
-                    if visited % 16 == 0 and clock() >= deadline:
-                        stack.append((path, _Resume(children, here), depth, context, hot))
-                        return
-            except Exception:  # noqa: BLE001  (an object whose attributes raise: the rest is not walked)
-                pass
+            home = item.__name__ if isinstance(item, types.ModuleType) else getattr(item, "__module__", None)
+            if _flashinfer(home) and home != name:
+                self._queue_module(home, level - 1)
+        # a fresh set per module: the walk's own memory stays one module's; an object another module
+        # holds too is visited again there, and tracked once (Containers.add tests identity).  What
+        # a module re-exports is left to its home module's walk, except from a module the decode
+        # path runs in: everything it reaches is the decode path's (the AutoTuner class, its instance)
+        self.nodes = memo_walk.module_nodes(name, module, set(), named=False, own=level < 2)
+        self.walking = (name, level == 2)
+
+    def _walk(self, deadline: float) -> bool:
+        """Walk on until ``deadline``; ``True`` when this call completed a walk of every module."""
+        clock, containers = self.clock, self.containers
+        while True:
+            if self.nodes is None:
+                if not self.roots:
+                    if not self.all_queued:
+                        for name in loaded_names(PACKAGE):
+                            self._queue_module(name)
+                        self.all_queued = True
+                    if not self.roots:
+                        self._walk_completed()
+                        return True
+                name, module, level = self.roots.popleft()
+                self._begin_module(name, module, level)
+                if clock() >= deadline:
+                    return False
+                continue
+            module_name, hot = self.walking
+            count = 0
+            for _path, value, _where, _depth in self.nodes:
+                kind = container_kind(value)
+                if kind is not None:
+                    row = containers.add(value, kind, module_name, hot)
+                    if row is not None and hot:
+                        self.hot.append(row)
+                count += 1
+                if count % 32 == 0 and clock() >= deadline:
+                    return False
+            self.nodes = None
             if clock() >= deadline:
-                return
-
-    def _record(self, path: str, value: Any, context: str, hot: bool) -> str:
-        kind = _kind(value)
-        if kind is not None and id(value) not in self.tracked and len(self.tracked) < MAX_TRACKED:
-            where = memo_walk._code_where(value) if kind == FUNCTOOLS else context
-            tracked = Tracked(value, kind, path, where or context, 0, 0, hot=hot)
-            try:
-                tracked.first = tracked.last = _size(tracked)
-            except Exception:  # noqa: BLE001
-                return context
-            self.tracked[id(value)] = tracked
-            (self.hot if hot else self.order).append(tracked)
-        if isinstance(value, type):
-            return memo_walk._class_where(value)
-        if isinstance(value, types.FunctionType):
-            return memo_walk._code_where(value) or context
-        return context
-
-    def _read_sizes(self, deadline: float) -> bool:
-        """Continue the pass over the tracked containers; True when a pass ended."""
-        order, clock = self.order, self.clock
-        count = len(order)
-        while self.cursor < count:
-            tracked = order[self.cursor]
-            self.cursor += 1
-            _read(tracked)
-            if self.cursor % 16 == 0 and clock() >= deadline:
                 return False
-        self.cursor = 0
-        self.passes += 1
-        return True
+
+    def _walk_completed(self) -> None:
+        """A walk reached every module: the next one starts over (containers created since are found then)."""
+        self.walks += 1
+        self.rooted.clear()
+        self.all_queued = False

@@ -2,9 +2,9 @@
 
 ``import flashinfer`` asks CUDA for device properties at import time, and the
 MLA decode path checks the compute capability and loads the trtllm-gen kernel
-module.  :func:`cpu_host` answers the first two as an SM100 (B200-like: 148
-SMs, capability 10.0; cute-dsl's ``get_num_sm`` reads the same answer) and
-records launches instead of making them, for every backend:
+module.  :func:`cpu_host` answers the first two as one of :data:`SHIM_DEVICES`
+(cute-dsl's ``get_num_sm`` reads the same answer) and records launches instead
+of making them, for every backend:
 
 * trtllm-gen: the kernel-module loader returns a :class:`LaunchRecorder`;
 * cute-dsl (``backend="cute-dsl"``, or ``"auto"`` with shared K/V page
@@ -12,6 +12,13 @@ records launches instead of making them, for every backend:
   (the CuTe-DSL JIT would take seconds per configuration, and its launch
   rejects CPU tensors); ``torch.cuda.is_current_stream_capturing`` answers
   ``False`` (a CPU build of torch raises there).
+
+The device is ``10.0`` (default; B200-like, 148 SMs: ``"auto"`` profiles
+trtllm-gen and cute-dsl) or ``9.0`` (H100/H200, 132 SMs, the GPU matrix's
+devices: flashinfer resolves ``"auto"`` to XQA, which needs SM120, and refuses
+cute-dsl, as on the device), chosen by ``cpu_host(capability=...)`` or else by
+``$FI_COMPAT_SHIM_CAPABILITY`` (which ``fi_cpu_host`` and ``tests/matrix``
+follow).  The shim empties flashinfer's cached device queries as it starts and ends.
 
 Everything up to the launch -- argument checks, the tuning-config builder and
 the cute-dsl workspace sizers, ``AutoTuner.choose_one``, the runner, the
@@ -37,6 +44,7 @@ context exits; torch's functions and flashinfer's attributes are restored.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections import deque
 from dataclasses import dataclass
@@ -45,6 +53,52 @@ from typing import Any, Iterator, Optional
 
 SM100_CAPABILITY = (10, 0)
 SM100_SM_COUNT = 148
+SM90_CAPABILITY = (9, 0)
+SM90_SM_COUNT = 132
+
+#: Chooses the shim's device where ``cpu_host`` is given none: ``9.0`` or ``10.0`` (unset or empty: ``10.0``).
+CAPABILITY_ENV = "FI_COMPAT_SHIM_CAPABILITY"
+
+
+@dataclass(frozen=True)
+class ShimDevice:
+    """What the shim answers for ``torch.cuda.get_device_properties`` and
+    flashinfer's ``get_compute_capability``."""
+
+    name: str
+    capability: tuple[int, int]
+    multi_processor_count: int
+    total_memory: int
+    l2_cache_size: int
+
+    def properties(self) -> SimpleNamespace:
+        major, minor = self.capability
+        sms, memory, l2 = self.multi_processor_count, self.total_memory, self.l2_cache_size
+        return SimpleNamespace(name=self.name, major=major, minor=minor, multi_processor_count=sms, total_memory=memory,
+                               warp_size=32, L2_cache_size=l2, max_threads_per_multi_processor=2048)  # fmt: skip
+
+
+#: The devices the shim can present, by ``"major.minor"``: the B200 class the
+#: MLA kernels need, and the H100/H200 class the GPU matrix runs on.
+SHIM_DEVICES = {
+    "10.0": ShimDevice("fi_compat SM100 shim", SM100_CAPABILITY, SM100_SM_COUNT, 192 << 30, 126 << 20),
+    "9.0": ShimDevice("fi_compat SM90 shim (H100/H200)", SM90_CAPABILITY, SM90_SM_COUNT, 80 << 30, 50 << 20),
+}
+DEFAULT_SHIM_CAPABILITY = "10.0"
+
+
+def shim_device(capability: "str | tuple[int, int] | None" = None) -> ShimDevice:
+    """The device for ``capability`` (``"9.0"``, ``(9, 0)``, ...); ``None`` reads
+    :data:`CAPABILITY_ENV` (unset or empty: SM100).  Raises ``ValueError``
+    naming the accepted values for any other; reads only the environment."""
+    source = "capability"
+    if capability is None:
+        capability, source = os.environ.get(CAPABILITY_ENV, "").strip() or DEFAULT_SHIM_CAPABILITY, CAPABILITY_ENV
+    key = ".".join(str(part) for part in capability) if isinstance(capability, tuple) else str(capability).strip()
+    if key not in SHIM_DEVICES:
+        raise ValueError(f"{source}={capability!r}: the CPU-host shim presents 10.0 (SM100) or 9.0 (SM90)")
+    return SHIM_DEVICES[key]
+
 
 #: flashinfer functions the shim replaces, in every flashinfer module that
 #: bound them (``from ..utils import get_compute_capability`` makes a copy of
@@ -52,6 +106,13 @@ SM100_SM_COUNT = 148
 CAPABILITY_FUNCTION = "get_compute_capability"
 LOADER_FUNCTION = "get_trtllm_gen_fmha_module"
 CUTE_MODULE = "cutlass.cute"
+#: flashinfer's device queries kept per device by ``functools.cache``.
+DEVICE_QUERIES = (
+    ("flashinfer.utils", "get_device_properties"),
+    ("flashinfer.utils", "get_compute_capability"),
+    ("flashinfer.utils", "get_device_sm_count"),
+    ("flashinfer.cute_dsl.utils", "get_num_sm"),
+)
 
 
 @dataclass
@@ -122,7 +183,8 @@ class RecordedKernel:
 class CpuHost:
     """The running shim: ``launches`` and ``recorder`` for assertions."""
 
-    def __init__(self, keep: int = 4096) -> None:
+    def __init__(self, keep: int = 4096, device: Optional[ShimDevice] = None) -> None:
+        self.device = device if device is not None else SHIM_DEVICES[DEFAULT_SHIM_CAPABILITY]
         self.recorder = LaunchRecorder(keep=keep)
         self.active = True
         self._torch_saved: list[tuple[Any, str, Any]] = []
@@ -137,19 +199,10 @@ class CpuHost:
     def patch_torch(self) -> None:
         import torch
 
-        properties = SimpleNamespace(
-            name="fi_compat SM100 shim",
-            major=SM100_CAPABILITY[0],
-            minor=SM100_CAPABILITY[1],
-            multi_processor_count=SM100_SM_COUNT,
-            total_memory=192 << 30,
-            warp_size=32,
-            L2_cache_size=126 << 20,
-            max_threads_per_multi_processor=2048,
-        )
+        properties, capability = self.device.properties(), self.device.capability
         for name, value in (
             ("get_device_properties", lambda device=None: properties),
-            ("get_device_capability", lambda device=None: SM100_CAPABILITY),
+            ("get_device_capability", lambda device=None: capability),
             ("is_current_stream_capturing", lambda: False),
         ):
             self._torch_saved.append((torch.cuda, name, getattr(torch.cuda, name)))
@@ -187,9 +240,11 @@ class CpuHost:
         import flashinfer.mla  # noqa: F401
 
         recorder = self.recorder
+        answer = self.device.capability
+        _forget_device_queries()
 
         def capability(device: Any = None) -> tuple[int, int]:
-            return SM100_CAPABILITY
+            return answer
 
         def loader(*args: Any, **kwargs: Any) -> LaunchRecorder:
             return recorder
@@ -213,19 +268,33 @@ class CpuHost:
         self._cute_saved.clear()
         self._flashinfer_saved.clear()
         self._torch_saved.clear()
+        _forget_device_queries()
+
+
+def _forget_device_queries() -> None:
+    """Empty flashinfer's cached device queries (``functools.cache`` on
+    ``flashinfer.utils.get_device_properties`` and friends, keyed by device), so
+    they answer for the device presented now, not the one first asked."""
+    for module, name in DEVICE_QUERIES:
+        cache_clear = getattr(getattr(sys.modules.get(module), name, None), "cache_clear", None)
+        if cache_clear is not None:
+            cache_clear()
 
 
 @contextlib.contextmanager
-def cpu_host(keep: int = 4096) -> Iterator[CpuHost]:
-    """Context manager: import flashinfer as on an SM100 host and record launches
-    (the last ``keep`` of them: a long measurement keeps 1, or the recorder's
-    tensors would count as growth).
+def cpu_host(keep: int = 4096, capability: "str | tuple[int, int] | None" = None) -> Iterator[CpuHost]:
+    """Context manager: import flashinfer as on the device of ``capability``
+    (:func:`shim_device`: ``"10.0"`` by default, ``"9.0"`` for an H100/H200, or
+    ``$FI_COMPAT_SHIM_CAPABILITY`` when ``None``) and record launches (the last
+    ``keep`` of them: a long measurement keeps 1, or the recorder's tensors
+    would count as growth).
 
     Cost: the first use imports torch and flashinfer (seconds); later uses
     only swap attributes.  Raises ``ImportError`` when torch or flashinfer is
-    missing.
+    missing, ``ValueError`` for a capability the shim does not present (before
+    anything is patched).
     """
-    host = CpuHost(keep=keep)
+    host = CpuHost(keep=keep, device=shim_device(capability))
     host.patch_torch()
     try:
         host.patch_cute_compile()
@@ -259,12 +328,18 @@ def _cuda_flagged_class() -> type:
 
 
 __all__ = [
+    "CAPABILITY_ENV",
     "CpuHost",
     "Launch",
     "LaunchRecorder",
     "RecordedKernel",
     "cpu_host",
     "cuda_flagged",
+    "SHIM_DEVICES",
     "SM100_CAPABILITY",
     "SM100_SM_COUNT",
+    "SM90_CAPABILITY",
+    "SM90_SM_COUNT",
+    "ShimDevice",
+    "shim_device",
 ]

@@ -18,6 +18,7 @@ each is the shape a release could write by hand:
 ``moved-renamed``   moved, and both renamed: no fi_compat row names them
 ``renamed-bounded`` moved, renamed and bounded with ``lru_cache(maxsize=256)`` (a good upgrade)
 ``positional-only`` the tuning config's parameters positional-only (a good upgrade: its caller passes them so)
+``hand-memo``       the tuning config's ``functools.cache`` rewritten by hand as a module-level dict
 
 :data:`PROBES` says, per edit, how the test reads the growing memory itself
 (entry counts of flashinfer's own container, never fi_compat's statistics).
@@ -96,6 +97,23 @@ def _positional_only_config(text: str) -> dict[str, str]:
     return {CORE_FILE: source.result()}
 
 
+def _hand_memo(text: str) -> dict[str, str]:
+    """The tuning config's ``functools.cache`` replaced by a dict memo written by hand,
+    under the same name (the row finds a function that keeps no cache)."""
+    source = SourceEditor(text)
+    set_decorator(source, C, "functools.cache", None)
+    uncached = source.result().replace(f"def {C}(", f"def {C}_uncached(", 1)  # its callers keep the name
+    memo = (
+        f"_TUNING_CONFIGS = {{}}\n\n\n"
+        f"def {C}(*args, **kwargs):\n"
+        f"    key = (args, tuple(sorted(kwargs.items())))\n"
+        f"    if key not in _TUNING_CONFIGS:\n"
+        f"        _TUNING_CONFIGS[key] = {C}_uncached(*args, **kwargs)\n"
+        f"    return _TUNING_CONFIGS[key]\n"
+    )
+    return {CORE_FILE: uncached + "\n\n" + memo}
+
+
 EDITS: dict[str, Edit] = {
     "instance-dict": Edit(
         "instance-dict", "a dict on the AutoTuner instance keyed on (batch, max_seq_len)", DECODE.qualname,
@@ -146,6 +164,9 @@ EDITS: dict[str, Edit] = {
     "positional-only": Edit(
         "positional-only", "the tuning config's parameters positional-only (its one caller passes them so)",
         TUNING_CONFIG.qualname, _positional_only_config, lambda text: SourceEditor(text).function(C) is not None),
+    "hand-memo": Edit(
+        "hand-memo", "the tuning config's functools.cache rewritten by hand as a module-level dict",
+        TUNING_CONFIG.qualname, _hand_memo, lambda text: SourceEditor(text).function(C) is not None),
 }
 
 
@@ -153,12 +174,14 @@ EDITS: dict[str, Edit] = {
 class Expectation:
     """What the watch must say about an edit: ``action`` for the container
     ``container`` names (``None``: nothing may be reported), read by ``probe``
-    in the child (a Python expression over ``core``, ``moved`` and ``tuner``)."""
+    in the child (a Python expression over ``core``, ``moved`` and ``tuner``);
+    ``missing``: the functions install() must name as missing (a WARNING each)."""
 
     container: str | None
     action: str | None
     probe: str
     late: bool = False
+    missing: tuple[str, ...] = ()
 
 
 def _functools_size(expression: str) -> str:
@@ -175,8 +198,19 @@ EXPECTED: dict[str, Expectation] = {
     "thread-local": Expectation("_DECODE_STATE.plans", "warned", "len(getattr(core._DECODE_STATE, 'plans', {}))"),
     "call-list": Expectation("_DECODE_LOG", "warned", "len(core._DECODE_LOG)"),
     "moved": Expectation(None, None, _functools_size(f"moved.{C}")),
-    "moved-renamed": Expectation(RENAMED_CONFIG, "bounded", _functools_size(f"moved.{RENAMED_CONFIG}")),
-    "renamed-bounded": Expectation(None, None, _functools_size(f"moved.{RENAMED_CONFIG}")),
+    "moved-renamed": Expectation(RENAMED_CONFIG, "bounded", _functools_size(f"moved.{RENAMED_CONFIG}"),
+                                 missing=(C, B)),
+    # a good upgrade fi_compat does not know by name: warned as unknown, measured flat, nothing bounded twice
+    "renamed-bounded": Expectation(None, None, _functools_size(f"moved.{RENAMED_CONFIG}"), missing=(C, B)),
     # fi_compat's row bounds it (flashinfer's callers pass them positionally): nothing grows, nothing said
     "positional-only": Expectation(None, None, _functools_size(f"core.{C}")),
+    # its signature no longer matches the row's (``*args, **kwargs``): named at install; fi_compat's memo of
+    # the builder, which calls it, already bounds what it keeps (measured flat), so the watch says nothing
+    "hand-memo": Expectation(None, None, "len(core._TUNING_CONFIGS)", missing=(C,)),
 }
+
+
+#: The real release under another label only (a nightly's ``.devN``, a source build's
+#: version): nothing edited, so nothing grows; the watch runs because the label is not verified.
+RELABELLED = Edit("relabelled", "the real release under an unverified label, nothing edited", TUNING_CONFIG.qualname,
+                  lambda text: {}, lambda text: True)

@@ -5,7 +5,10 @@ Platforms (``FI_COMPAT_MATRIX_PLATFORM``, set by ``scripts/run_release_suite.py`
 ``cpu`` (also the default when unset)
     ``nox -s matrix`` and ``nox -s tests``: tests marked ``gpu`` are skipped
     ("needs a CUDA device"); the ``fi_cpu_host`` fixture is fi_compat's
-    SM100 shim.
+    CPU-host shim, an SM100, or with ``FI_COMPAT_SHIM_CAPABILITY=9.0`` the SM90
+    of the H100/H200 the GPU matrix runs on: flashinfer's backend resolution
+    and argument checks then refuse on CPU what they refuse there, and the
+    tests gated by ``tests/helpers/device_gate.py`` skip as they do there.
 ``gpu``
     ``nox -s gpu_matrix``: no shim.  ``fi_cpu_host`` is replaced by a host
     that stubs only the trtllm-gen kernel-module loader (real torch, real
@@ -15,7 +18,13 @@ Platforms (``FI_COMPAT_MATRIX_PLATFORM``, set by ``scripts/run_release_suite.py`
     ``cpu`` tensors stay where they are asked to be).
     Tests marked ``gpu`` run; those also marked ``mla_kernel`` (they launch
     a real MLA kernel) skip with the reason "needs SM100/SM103" on any other
-    device.
+    device.  ``FI_COMPAT_SHIM_CAPABILITY`` is refused here (the device's own
+    capability is the one that counts).
+
+A test that needs a backend or a compute capability asks
+``tests/helpers/device_gate.py`` (``require_backend``), which answers for the
+device of either platform; ``test_device_gate.py`` checks its answers against
+flashinfer on every release and device.
 
 Markers: ``gpu`` (needs a CUDA device), ``mla_kernel`` (launches an MLA
 decode kernel: SM100/SM103 only).
@@ -34,7 +43,9 @@ from typing import Any, Iterator
 
 import pytest
 
-MLA_KERNEL_CAPABILITIES = ((10, 0), (10, 3))
+from fi_compat.workload import CAPABILITY_ENV
+from helpers import device_gate
+
 NEEDS_SM100 = "needs SM100/SM103"
 NEEDS_CUDA = "needs a CUDA device (run by nox -s gpu_matrix)"
 
@@ -71,10 +82,15 @@ def cuda_capability() -> tuple[int, int] | None:
         return None
     if not torch.cuda.is_available():
         return None
-    return tuple(torch.cuda.get_device_capability(0))
+    return device_gate.capability()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(CAPABILITY_ENV, "").strip():
+        if matrix_platform() == "gpu":
+            raise pytest.UsageError(f"{CAPABILITY_ENV} chooses the CPU-host shim's device; the GPU matrix runs on "
+                                    "the device's own: unset it")
+        device_gate.capability()  # a value the shim does not present is a usage error, before any test
     config.addinivalue_line("markers", "gpu: needs a CUDA device (run by nox -s gpu_matrix)")
     config.addinivalue_line("markers", f"mla_kernel: launches a real MLA decode kernel ({NEEDS_SM100})")
     config.addinivalue_line("markers", "census: thousands of distinct lengths per combination "
@@ -111,6 +127,7 @@ HOST_LOGIC_FILES = frozenset(
         "test_strict_startup.py",  # start-up hooks in child processes under the shim
         "test_trtllm_fake.py",  # the fake of TensorRT-LLM's workaround against its source
         "test_watch.py",  # the watch's verdicts on releases edited from the wheel, under the shim
+        "test_watch_lifecycle.py",  # where the watch runs and how it retires, its child under the shim
     }
 )
 
@@ -128,8 +145,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if platform != "gpu" or capability is None:
             item.add_marker(pytest.mark.skip(reason=NEEDS_CUDA))
-        elif item.get_closest_marker("mla_kernel") is not None and capability not in MLA_KERNEL_CAPABILITIES:
+        elif item.get_closest_marker("mla_kernel") is not None and capability not in device_gate.MLA_KERNEL_CAPABILITIES:
             item.add_marker(pytest.mark.skip(reason=NEEDS_SM100))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"fi_compat release suite: platform {matrix_platform()}, device {device_gate.describe()}"
 
 
 @pytest.fixture(scope="session")

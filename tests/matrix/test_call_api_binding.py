@@ -18,6 +18,7 @@ from fi_compat.workload.builder import builder_arguments
 from fi_compat.errors import UnsupportedFeatureError
 from fi_compat.model.specs import DECODE, TUNING_CONFIG_BUILDER
 
+from helpers import device_gate
 from helpers.support import (decode_inputs, describe_error, entry_arguments, flashinfer_refusal, installed_release,
                      launch_scales, sglang_call, trtllm_call, vllm_call)
 
@@ -80,13 +81,18 @@ FORMS = {
         t["query"], t["kv_cache"], t["workspace_buffer"], 128, 512, 64, t["block_tables"], t["seq_lens"], n,
         bmm2_scale=BMM2, bmm1_scale=BMM1, uses_shared_paged_kv_idx=False, backend="trtllm-gen", **extra),
 }
+#: The backend each form sends (None: omitted, flashinfer's "auto").
+FORM_BACKENDS = {"trtllm-16-positional": "trtllm-gen", "vllm-keywords": None, "sglang-keywords": None,
+                 "mixed": "trtllm-gen"}
 
 
-def accepted_or_skip(call, what: str) -> None:
-    """Run ``call`` through flashinfer alone; skip, naming flashinfer's error,
-    where the release refuses it on this host (on an SM90 device the auto
-    backend picks XQA, which needs SM120), whatever the error's type; an error
-    that is not flashinfer's fails the test."""
+def accepted_or_skip(call, what: str, backend) -> None:
+    """Skip where this device cannot run ``backend`` (tests/helpers/device_gate.py:
+    on an SM90 device the auto backend picks XQA, which needs SM120); then run
+    ``call`` through flashinfer alone and skip, naming flashinfer's error, where
+    the release refuses it, whatever the error's type; an error that is not
+    flashinfer's fails the test."""
+    device_gate.require_backend(backend)
     refusal = flashinfer_refusal(call)
     if refusal is not None:
         pytest.skip(f"flashinfer {installed_release()} rejects {what} on this host: {describe_error(refusal)}")
@@ -100,7 +106,7 @@ def test_every_value_reaches_the_parameter_of_its_name(decode, fi_launches, fi_d
     with torch.device(fi_device):
         tensors = decode_inputs(torch, page_size=PAGE, width=64)
         extra = _counter_buffer(decode)
-    accepted_or_skip(lambda: FORMS[form](decode, tensors, 321, extra), f"the {form} call")
+    accepted_or_skip(lambda: FORMS[form](decode, tensors, 321, extra), f"the {form} call", FORM_BACKENDS[form])
     sent: dict = {}
 
     def spy(*args, **kwargs):  # what the caller gave, by the newest order's names
@@ -207,7 +213,7 @@ def test_integer_types_are_passed_on_as_int(decode, fi_launches, fi_device):
     with torch.device(fi_device):
         tensors = decode_inputs(torch, page_size=PAGE, width=64)
         extra = _counter_buffer(decode)
-    accepted_or_skip(lambda: vllm_call(decode, tensors, 300, **extra), "vLLM's call")
+    accepted_or_skip(lambda: vllm_call(decode, tensors, 300, **extra), "vLLM's call", None)
     for value in (np.int64(300), np.int32(301)):
         vllm_call(fi_compat.mla_decode, tensors, value, **extra)
         launched = launch_scales(fi_launches.launches[-1])[0]

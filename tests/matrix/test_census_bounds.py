@@ -57,6 +57,7 @@ from fi_compat.model.specs import NEAREST_PROFILE, NEAREST_PROFILE_CACHED, TUNIN
 
 import decode_driver
 from decode_driver import Driver
+from helpers import device_gate
 from helpers.support import describe_error, flashinfer_refusal
 
 torch = pytest.importorskip("torch")
@@ -97,7 +98,9 @@ def _message(error: BaseException) -> str:
 
 
 def accepted_or_skip(driver: Driver, release: Any) -> None:
-    """Skip what flashinfer itself rejects, but only if it rejects it the same way with fi_compat."""
+    """Skip what this device cannot run (tests/helpers/device_gate.py), then what
+    flashinfer itself rejects, but only if it rejects it the same way with fi_compat."""
+    device_gate.require_backend(driver.backend, sparse=driver.mode == "sparse")
     missing = driver.missing_parameter()
     if missing is not None:
         pytest.skip(f"flashinfer {release} has no {missing} parameter")

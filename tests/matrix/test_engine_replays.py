@@ -36,6 +36,7 @@ import fi_compat
 from fi_compat.counting import census
 
 import engine_replay as er
+from helpers import device_gate
 from helpers.support import describe_error, flashinfer_refusal, installed_release
 
 torch = pytest.importorskip("torch")
@@ -97,6 +98,7 @@ def run_alone(replayer, steps, decode_for, recorder, what: str) -> tuple[er.Repl
 @pytest.mark.parametrize("replay", list(REPLAYS))
 def test_replay_through_transparent_mode(replay, recorder, engine_modules, fi_matrix_lengths):
     layout, backend, dcp = REPLAYS[replay]
+    device_gate.require_backend(backend)
     steps = steps_for(layout, fi_matrix_lengths)
     replayer = er.driver(torch, layout, backend, steps, dcp=dcp)
     if layout == "vllm":

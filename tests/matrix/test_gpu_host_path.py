@@ -18,6 +18,9 @@ import math
 import pytest
 from fi_compat.workload.builder import builder_arguments
 
+from helpers import device_gate
+from helpers.support import describe_error, flashinfer_refusal
+
 pytestmark = pytest.mark.gpu
 
 PAGE_SIZE = 32
@@ -210,24 +213,29 @@ def test_decode_under_cuda_graph_capture_launches_as_flashinfer_alone(cuda_input
     path): a warm-up outside the capture, then the decode call inside
     ``torch.cuda.graph``.  With fi_compat installed the host path runs under
     capture wherever it does alone, and hands the launcher the same arguments.
-    A release whose own host path cannot run under capture is skipped with
-    flashinfer's error (only the loader is stubbed: nothing is launched)."""
+    Skips where this device cannot run ``backend`` (tests/helpers/device_gate.py),
+    and where the release's own host path cannot run under capture, with
+    flashinfer's error (only the loader is stubbed: nothing is launched); an
+    error that is not flashinfer's fails."""
     import torch
     from engine_replay import launch_key
+
+    device_gate.require_backend(backend)
 
     def captured(max_seq_len):
         decode(cuda_inputs, max_seq_len, backend=backend)  # autotuner and memos filled outside the capture
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
-        first = len(fi_launches.launches)
+        before = fi_launches.total
         with torch.cuda.graph(graph):
             decode(cuda_inputs, max_seq_len, backend=backend)
-        return [launch_key(launch) for launch in fi_launches.launches[first:]]
+        launched = fi_launches.total - before  # the recorder keeps a bounded deque: count, then take its tail
+        return [launch_key(launch) for launch in list(fi_launches.launches)[len(fi_launches.launches) - launched:]]
 
-    try:
-        alone = captured(2048)
-    except Exception as exc:  # noqa: BLE001  (flashinfer's own limit, not fi_compat's)
-        pytest.skip(f"flashinfer's host path does not run under CUDA-graph capture here: {type(exc).__name__}: {exc}")
+    alone: list = []
+    refusal = flashinfer_refusal(lambda: alone.extend(captured(2048)))
+    if refusal is not None:
+        pytest.skip(f"flashinfer's host path does not run under CUDA-graph capture here: {describe_error(refusal)}")
     assert alone, "the captured decode recorded no launch"
     fresh_fi_compat.install()
     assert captured(2048) == alone

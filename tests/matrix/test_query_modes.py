@@ -19,6 +19,7 @@ from fi_compat.workload.driver import Driver
 from fi_compat.workload.engine_model import accepted
 from fi_compat.workload.engines import ENGINES
 from fi_compat.workload.modes import MODES, NEEDS
+from helpers import device_gate
 from helpers.support import describe_error, flashinfer_refusal
 
 torch = pytest.importorskip("torch")
@@ -41,6 +42,7 @@ def test_the_mode_reaches_the_launch_or_names_the_missing_parameter(fi_cpu_host,
         with pytest.raises(TypeError, match=needed):
             driver.call(4, 4000)
         return
+    device_gate.require_backend(backend, sparse=mode == "sparse")
     before = fi_cpu_host.recorder.total
     refusal = flashinfer_refusal(lambda: driver.call(4, 4000))
     if refusal is not None:  # raised inside flashinfer; an error of fi_compat's call fails the test

@@ -78,6 +78,18 @@ def watched(request, tmp_path_factory):
     return name, watch_releases.EXPECTED[name], report
 
 
+def _edited(edit: str, root: Path, version: str | None = None) -> drift.SyntheticRelease:
+    """The real release with ``edit``, under an unverified label unless ``version`` is given; skips
+    where the edits do not apply or the run has no fork server."""
+    base = _base()
+    if Version(base) < FROM_RELEASE:
+        pytest.skip(f"the watch's releases are edited from {FROM_RELEASE} or newer; this is {base}")
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork (the run's fork server)")
+    return drift.build_site(watch_releases.EDITS[edit], root,
+                            version=version or f"{Version(base).base_version}.post0.dev950")
+
+
 def _grew(phase: dict) -> int:
     return phase["after"] - phase["before"]
 
@@ -87,8 +99,12 @@ def test_the_verdict_is_the_one_memory_gives(watched):
     control, during = report["control"], report["watched"]
     findings = report["status"]["watch"]["findings"]
     growth_warnings = [w["message"] for w in report["warnings"] if w["category"] == "UnboundedGrowthWarning"]
-    # a memo moved or renamed away from its row is the watch's to measure: no by-name alarm at install
-    assert [w for w in report["warnings"] if w["category"] == "UnsupportedReleaseWarning"] == [], report["warnings"]
+    # knowledge missing is said at install, once per cause: each row the edit took away is named
+    by_name = [w["message"] for w in report["warnings"] if w["category"] == "UnsupportedReleaseWarning"]
+    assert len(by_name) == len(expected.missing), by_name
+    for function, message in zip(sorted(expected.missing), sorted(by_name)):
+        assert function in message and "left unbounded" in message, (function, message)
+    assert report["status"]["watch"]["why"], report["status"]["watch"]  # the watch says why it runs
     if expected.container is None:
         # flashinfer's memory stays bounded (rows, or its own LRU): the watch says nothing
         assert all(phase["after"] <= CACHE_SIZE for phase in control + during), (control, during)
@@ -116,15 +132,10 @@ def test_the_verdict_is_the_one_memory_gives(watched):
 
 
 def test_strict_raises_the_typed_error_at_the_next_fi_compat_call(tmp_path, request):
-    """Strict: growth the watch cannot bound (a module-level set) is an
+    """Strict, with the watch asked for (``FI_COMPAT_WATCH=bound``) on a release labelled as the
+    verified one it was edited from: growth the watch cannot bound (a module-level set) is an
     ``UnboundedGrowthError``, raised by the next fi_compat call, naming the container."""
-    base = _base()
-    if Version(base) < FROM_RELEASE:
-        pytest.skip(f"the watch's releases are edited from {FROM_RELEASE} or newer; this is {base}")
-    if not hasattr(os, "fork"):
-        pytest.skip("needs os.fork (the run's fork server)")
-    release = drift.build_site(watch_releases.EDITS["module-set"], tmp_path,
-                               version=f"{Version(base).base_version}.post0.dev950")
+    release = _edited("module-set", tmp_path, version=_base())
     out = tmp_path / "strict.json"
     request.getfixturevalue("fork_server").run(release.site, "watch_release_driver:strict", timeout=300,
                                                out=str(out), edit="module-set", lengths=LENGTHS)
@@ -134,17 +145,30 @@ def test_strict_raises_the_typed_error_at_the_next_fi_compat_call(tmp_path, requ
     assert report["paths"] == ["flashinfer.mla._core._SEEN_BATCH_LENGTHS"], report
 
 
+@pytest.mark.parametrize(
+    ("edit", "error"),
+    [("moved-renamed", "SignatureMismatchError"), ("hand-memo", "SignatureMismatchError"),
+     ("instance-dict", "UnverifiedReleaseError")],
+)
+def test_strict_refuses_a_release_it_does_not_know(edit, error, tmp_path, request):
+    """Strict on a release outside the verified ones (a row missing or changed, or only the label
+    unknown): install() raises the typed error with nothing installed, and fi_compat's decode
+    raises it too: nothing decodes unbounded through fi_compat."""
+    release = _edited(edit, tmp_path)
+    out = tmp_path / "refused.json"
+    request.getfixturevalue("fork_server").run(release.site, "watch_release_driver:strict_refusal", timeout=300,
+                                               out=str(out))
+    report = json.loads(out.read_text())
+    assert report["install"] == error and report["decode"] == error, report
+    assert report["state"] == "not-installed" and report["watch"] is None, report
+
+
 @pytest.mark.parametrize("edit", ["moved-renamed", "module-set"])
 def test_warn_mode_reports_the_same_growth_and_changes_nothing(edit, tmp_path, request):
     """``FI_COMPAT_WATCH=warn``: the memo bound mode bounds (moved-renamed's functools cache)
     and the container it names (a module-level set) are both reported in one WARNING each,
     within the same 1,000 lengths, and flashinfer is left as it is: the memo keeps growing."""
-    base = _base()
-    if Version(base) < FROM_RELEASE:
-        pytest.skip(f"the watch's releases are edited from {FROM_RELEASE} or newer; this is {base}")
-    if not hasattr(os, "fork"):
-        pytest.skip("needs os.fork (the run's fork server)")
-    release = drift.build_site(watch_releases.EDITS[edit], tmp_path, version=f"{Version(base).base_version}.post0.dev950")
+    release = _edited(edit, tmp_path)
     out = tmp_path / "warn.json"
     request.getfixturevalue("fork_server").run(release.site, "watch_release_driver:run", timeout=300,
                                                out=str(out), edit=edit, lengths=LENGTHS, mode="warn")

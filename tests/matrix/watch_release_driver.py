@@ -7,7 +7,8 @@ values through vLLM's call (backend auto) of the real decode host path:
 
 ``control``  fi_compat installed with ``FI_COMPAT_WATCH=off``: how much the edit's
              container grows (read by the edit's probe: flashinfer's own entries);
-``watched``  installed again with the watch on (``mode``: ``bound``, or ``warn``): when it reported the
+``watched``  installed again with the watch's setting ``mode`` (``auto``, the default: the edited
+             release is outside the verified ones, so the watch runs; or ``warn``): when it reported the
              container (the call index), what it did, its warnings, and the
              container's entries at the end.
 
@@ -30,7 +31,7 @@ def _lengths(count: int, low: int, high: int, seed: int) -> list[int]:
     return random.Random(seed).sample(range(low, high), count)
 
 
-def main(out: str, edit: str, lengths: int, mode: str = "bound") -> int:
+def main(out: str, edit: str, lengths: int, mode: str = "auto") -> int:
     import torch
 
     import fi_compat
@@ -68,7 +69,7 @@ def main(out: str, edit: str, lengths: int, mode: str = "bound") -> int:
                 workload.call("vllm", decode, inputs, max_seq_len, "auto")
                 if found_at is None and name is not None:
                     current = watch.current()
-                    if current is not None and any(name in f.tracked.path for f in current.findings):
+                    if current is not None and any(name in f.path for f in current.findings):
                         found_at = index + 1
             return {"phase": phase, "calls": len(values), "before": before, "after": probe(), "found_at": found_at}
 
@@ -147,7 +148,110 @@ def strict(out: str, edit: str, lengths: int) -> int:
     return 0
 
 
-def run(out: str, edit: str, lengths: int, mode: str = "bound") -> int:
+def strict_refusal(out: str) -> int:
+    """``install(strict=True)`` on the release, then one decode through ``fi_compat.mla_decode``:
+    what each raised, and the state after."""
+    import torch
+
+    import fi_compat
+    from fi_compat.workload import cpu_host
+    from fi_compat.workload import workload
+
+    report: dict = {}
+    with cpu_host() as host:
+        import flashinfer.mla  # noqa: F401
+
+        host.recorder.launches = __import__("collections").deque(maxlen=2)
+        inputs = workload.make_inputs(torch, "vllm", batch=4, width=256, page_size=64, num_pages=64)
+        for step, action in (("install", lambda: fi_compat.install(strict=True)),
+                             ("decode", lambda: workload.call("vllm", fi_compat.mla_decode, inputs, 4096, "auto"))):
+            try:
+                action()
+                report[step] = None
+            except fi_compat.FiCompatError as exc:
+                report[step] = type(exc).__name__
+                report[f"{step}_message"] = str(exc)
+        status = fi_compat.status(walk=False)
+        report["state"], report["watch"] = status["state"], status["watch"]
+    with open(out, "w") as handle:
+        json.dump(report, handle, default=str)
+    return 0
+
+
+def lifecycle(out: str, most: int) -> int:
+    """The watch on a release it does not know (the real one, relabelled): from install to
+    retirement and back.  SGLang's call (backend auto) over up to ``most`` new distinct lengths,
+    until the watch retires; every 250 lengths the memory its own lines hold (tracemalloc,
+    filtered to fi_compat's watch, walk and lookup files).  Then a flashinfer module imported
+    for the first time, which re-arms it.  The watch's duty cycles are raised to 1.0 here (a
+    step at every call), so the run reaches retirement in seconds instead of a server's minute:
+    what is measured (what it holds, what it takes out) does not depend on the pace."""
+    import gc
+    import pkgutil
+    import tracemalloc
+
+    import torch
+
+    import fi_compat
+    from fi_compat import watch
+    from fi_compat.watch import state
+    from fi_compat.workload import cpu_host
+    from fi_compat.workload import workload
+
+    state.WALK_DUTY = state.READ_DUTY = state.STARTUP_DUTY = 1.0
+    own = [tracemalloc.Filter(True, f"*fi_compat/{part}/*") for part in ("watch", "counting", "lookup")]
+    report: dict = {"held": []}
+    with cpu_host() as host:
+        import flashinfer
+        import flashinfer.mla
+        import flashinfer.mla._core as core
+
+        from fi_compat.model.specs import DECODE
+
+        host.recorder.launches = __import__("collections").deque(maxlen=2)
+        inputs = workload.make_inputs(torch, "sglang", batch=4, width=2048, page_size=64, num_pages=64)
+        tracemalloc.start(1)
+        fi_compat.install()
+        report["started"] = watch.report()
+        values = _lengths(most, 1, 1 << 17, 7)
+        for index, max_seq_len in enumerate(values):
+            decode = getattr(flashinfer.mla, DECODE.name)
+            workload.call("sglang", decode, inputs, max_seq_len, "auto")
+            if index % 250 == 0:
+                snapshot = tracemalloc.take_snapshot().filter_traces(own)
+                report["held"].append(sum(stat.size for stat in snapshot.statistics("filename")))
+            current = watch.current()
+            if current is not None and current.phase == state.RETIRED:
+                report["retired_at"] = index + 1
+                break
+        tracemalloc.stop()
+        report["retired"] = watch.report()
+        original = getattr(core, DECODE.name)
+        report["decode_is_flashinfers"] = [
+            name for name, module in sys.modules.copy().items()
+            if module is not None and vars(module).get(DECODE.name, original) is not original
+        ]
+        report["callbacks"] = [getattr(c, "__module__", "") for c in gc.callbacks if "fi_compat" in getattr(c, "__module__", "")]
+        # the first flashinfer module not imported yet that imports on this host (many need CUDA)
+        candidates = sorted((info.name for info in pkgutil.walk_packages(flashinfer.__path__, "flashinfer.",
+                                                                         onerror=lambda name: None)
+                             if info.name not in sys.modules), key=len)
+        for fresh in candidates:
+            try:
+                __import__(fresh)
+            except Exception:  # noqa: BLE001  (a module this host cannot import: try the next)
+                continue
+            report["fresh_module"] = fresh
+            break
+        report["rearmed"] = watch.report()
+        workload.call("sglang", getattr(flashinfer.mla, DECODE.name), inputs, 4097, "auto")
+        fi_compat.uninstall()
+    with open(out, "w") as handle:
+        json.dump(report, handle, default=str)
+    return 0
+
+
+def run(out: str, edit: str, lengths: int, mode: str = "auto") -> int:
     """``main`` in a child of the fork server (tests/matrix/conftest.py's ``fork_server``)."""
     return main(out, edit, lengths, mode)
 
