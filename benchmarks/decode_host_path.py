@@ -4,34 +4,39 @@
     python benchmarks/decode_host_path.py --host cuda          # a CUDA machine (launches recorded)
     python benchmarks/decode_host_path.py --combos trtllm:trtllm-gen --rounds 9
 
-Each engine's real call (``fi_compat.workload.workload``: TensorRT-LLM's
-positional call with separate K/V page tables, vLLM's and SGLang's keyword
-calls on shared page tables) of flashinfer's own
-``trtllm_batch_decode_with_kv_cache_mla``, as an engine makes it: with a
-per-batch max_seq_len (a toy serving engine's batch maximum), a batch size
-drawn from ``--batch-sizes`` every batch, and for SGLang a block-table width
-that follows the batch's maximum.  Everything up to the kernel launch is
-flashinfer's real code; the launch is recorded.
+Each engine's real call (its record in ``fi_compat.workload.engines``, driven by
+``fi_compat.workload.driver.Driver``: TensorRT-LLM's positional call with separate K/V page
+tables, vLLM's and SGLang's keyword calls on shared page tables) of flashinfer's own
+``trtllm_batch_decode_with_kv_cache_mla``, as an engine makes it: with a per-batch
+max_seq_len (a toy serving engine's batch maximum), a batch size drawn from
+``--batch-sizes`` every batch, and for SGLang a block-table width that follows the batch's
+maximum.  Everything up to the kernel launch is flashinfer's real code; the launch is recorded.
 
-flashinfer's caches are process-global, so every measurement runs in a fresh
-process: one per variant and round, the two variants alternated (AB, BA, ...)
-over ``--rounds`` rounds, every worker with the same hash seed and, on a
-machine of 4 cores or more, on the same core.  A process runs every combination in turn (their
-cache keys are disjoint) after ``--warmup`` untimed calls each, then times
-``--steps`` calls.  Reported per combination: the mean host time per call over
-rounds (median, min and max), the fi_compat/flashinfer ratio of each round
-(median and range), whether flashinfer builds a tuning config on that path,
-the time spent inside the builder per call on each side (the part of the
-path a builder memo can remove), and how many fi_compat cache lookups a call
-makes (0: fi_compat does nothing on that path); all three probed after
-timing, on batches of their own.  Then, on batches of their own again,
-where each call's time goes step by step (``StepClock``): flashinfer's
-cute-dsl compatibility checks, the construction of its tunable runners,
-the tuning-config builder, ``AutoTuner.choose_one``, the runner's call (its
-launch preparation up to the recorded launch), and the rest of the decode
-function's own body; exclusive wall time per call, printed as a second table.
-Each timed step adds a Python call and two clock reads (a few tenths of a µs),
-so the instrumented total is printed beside the untimed one.
+flashinfer's caches and its lazily imported modules are process-global, so every measurement
+runs in a fresh process: one per combination (layout:backend), variant and round, the two
+variants of a combination run back to back, alternated (AB, BA, ...) round by round, so each
+round's ratio is measured side by side; every worker has the same hash seed and, on a machine
+of 4 cores or more, runs on the same core.  No worker inherits what another combination
+imported or cached, so the start-up walk is paid by each and reported apart (the first table):
+``fi_compat.install()``, importing flashinfer (with fi_compat installed, its import hooks bound
+the caches then), the first call, the mean of the next ``--warmup`` - 1 calls, and how many
+calls on new lengths it took to reach ``--settle-seconds`` after the first (fi_compat's runtime
+watch spends its one-time start-up allowance in that first second or so).  Then ``--steps``
+calls are timed: the steady state.  Reported per combination: the mean host time
+per call over rounds (median, min and max), the fi_compat/flashinfer ratio of each round
+(median and range), whether flashinfer builds a tuning config on that path, the time spent
+inside the builder per call on each side (the part of the path a builder memo can remove),
+and how many fi_compat cache lookups a call makes (0: fi_compat does nothing on that path);
+all three probed after timing, on batches of their own.  Then, on batches of their own again,
+where each call's time goes step by step (``StepClock``): flashinfer's cute-dsl compatibility
+checks, the construction of its tunable runners, the tuning-config builder,
+``AutoTuner.choose_one``, the runner's call (its launch preparation up to the recorded
+launch), and the rest of the decode function's own body; exclusive wall time per call,
+printed as a third table.  Each timed step adds a Python call and two clock reads (a few
+tenths of a µs), so the instrumented total is printed beside the untimed one.
+
+Cost: one process per combination, variant and round (the defaults: 5 x 2 x 6 = 60), each
+importing torch and flashinfer (3-10 s) before its calls.
 
 Targets: ratio <= 0.8 where flashinfer builds a tuning config; <= 1.02 where
 it skips the builder (0.7.4 with an explicit ``backend="trtllm-gen"``).
@@ -41,7 +46,6 @@ Exit status 1 when a target is missed.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import inspect
 import json
 import os
@@ -61,39 +65,42 @@ TARGET_WITHOUT_BUILDER = 1.02
 # --------------------------------------------------------------------------- worker
 
 
-def plan_calls(torch, decode, layout: str, backend: str, options: dict, device) -> list[tuple[tuple, dict]]:
-    """``(args, kwargs)`` of every batch, built before any timing."""
-    from fi_compat.workload import workload
-
-    steps = options["warmup"] + options["steps"]
-    context, (low, high) = options["context"], options["batch_sizes"]
-    offset = options.get("length_offset", 0)
-    lengths = [min(context, n + offset) for n in workload.lengths("serving", context, steps, options["seed"])]
-    sizes = workload.batch_sizes(steps, low, high, options["seed"]) if low != high else [low] * steps
-    full_width = -(-context // PAGE_SIZE)
-    base = workload.make_inputs(torch, layout, batch=high, width=full_width, page_size=PAGE_SIZE,
-                                num_pages=1024, device=device)
-    tables: dict[tuple[int, int], object] = {}
-    signature = inspect.signature(decode)
+def planner(torch, decode, layout: str, backend: str, options: dict, device):
+    """A driver whose decode function returns the call it was given (``plan_calls`` makes the
+    batches with it, before any timing)."""
+    from fi_compat.workload.driver import Driver
 
     def capture(*args, **kwargs):
         return args, kwargs
 
-    capture.__signature__ = signature  # workload passes only the keywords the release accepts
+    capture.__signature__ = inspect.signature(decode)  # the calls pass only the keywords the release accepts
+    return Driver(torch, capture, layout, backend, context=options["context"], page_size=PAGE_SIZE,
+                  num_pages=1024, max_batch=options["batch_sizes"][1], device=device)
+
+
+def serving_maxima(options: dict, length_offset: int = 0) -> list[int]:
+    """The per-batch maxima of the warm-up and timed batches (a toy server's), ``length_offset`` longer."""
+    from fi_compat.workload.streams import lengths
+
+    context = options["context"]
+    steps = options["warmup"] + options["steps"]
+    return [min(context, n + length_offset) for n in lengths("serving", context, steps, options["seed"])]
+
+
+def plan_calls(torch, plan, options: dict, device, length_offset: int = 0, maxima=None) -> list[tuple[tuple, dict]]:
+    """``(args, kwargs)`` of every batch (the serving maxima, or ``maxima``), built before any timing."""
+    from fi_compat.workload.streams import batch_sizes
+
+    maxima = serving_maxima(options, length_offset) if maxima is None else maxima
+    steps, (low, high) = len(maxima), options["batch_sizes"]
+    sizes = batch_sizes(steps, low, high, options["seed"]) if low != high else [low] * steps
     calls = []
-    for max_seq_len, batch in zip(lengths, sizes):
-        width = workload.sglang_width(max_seq_len, PAGE_SIZE) if layout == "sglang" else full_width
-        if width == full_width:
-            block_tables = base.block_tables[:batch]  # a contiguous view: the host path reads shapes only
-        else:
-            block_tables = tables.get((batch, width))
-            if block_tables is None:
-                block_tables = tables[batch, width] = torch.zeros(batch, width, dtype=torch.int32, device=device)
-        # every request of the batch at the batch's maximum: max_seq_len >= max(seq_lens), as the kernel requires
-        seq_lens = torch.full((batch,), max_seq_len, dtype=torch.int32, device=device)
-        inputs = dataclasses.replace(base, query=base.query[:batch], out=base.out[:batch],
-                                     seq_lens=seq_lens, block_tables=block_tables)
-        calls.append(workload.call(layout, capture, inputs, max_seq_len, backend))
+    for max_seq_len, batch in zip(maxima, sizes):
+        planned = plan.batch(batch, max_seq_len)
+        # every request of the batch at the batch's maximum (max_seq_len >= max(seq_lens), as the
+        # kernel requires), in a tensor of its own: the calls are made after all are planned
+        planned.inputs.seq_lens = torch.full((batch,), max_seq_len, dtype=torch.int32, device=device)
+        calls.append(plan.send(planned))
     return calls
 
 
@@ -241,82 +248,124 @@ def time_calls(decode, calls: list[tuple[tuple, dict]]) -> dict[str, float]:
     return {"wall": (wall() - started_wall) / len(calls) * 1e6, "cpu": (cpu() - started_cpu) / len(calls) * 1e6}
 
 
-def run_worker(variant: str, options: dict) -> dict:
+def run_worker(variant: str, combo: str, options: dict) -> dict:
+    """One combination in this (fresh) process: start-up, then the steady state."""
     import gc
     import warnings
-
-    import torch
-
-    import fi_compat
 
     if options.get("cpu") is not None:
         os.sched_setaffinity(0, {options["cpu"]})
     # the recorded cute-dsl kernel has no compiled artifacts to query; flashinfer falls back to the SM count
     warnings.filterwarnings("ignore", message="cutlass.get_max_active_clusters failed")
+    clock = time.perf_counter
+    import torch
 
+    import fi_compat
+
+    started = clock()
     if variant == "fi_compat":
         fi_compat.install()
-    out: dict = {"variant": variant, "combos": {}}
+    startup = {"install_ms": (clock() - started) * 1e3 if variant == "fi_compat" else None}
+    out: dict = {"variant": variant, "combo": combo}
+    started = clock()
     with flashinfer_host(options["host"]) as host:
         import flashinfer
         import flashinfer.mla
         import flashinfer.mla._core as core
 
+        startup["import_ms"] = (clock() - started) * 1e3
         out["flashinfer"] = flashinfer.__version__
         device = torch.device("cuda") if options["host"] == "cuda" else None
         decode = flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
-        for combo in options["combos"]:
-            layout, backend = combo.split(":")
-            try:
-                calls = plan_calls(torch, decode, layout, backend, options, device)
-                for args, kwargs in calls[: options["warmup"]]:
+        layout, backend = combo.split(":")
+        try:
+            plan = planner(torch, decode, layout, backend, options, device)
+            calls = plan_calls(torch, plan, options, device)
+            warmup = calls[: options["warmup"]]
+            first = clock()
+            decode(*warmup[0][0], **warmup[0][1])
+            startup["first_call_ms"] = (clock() - first) * 1e3
+            if len(warmup) > 1:
+                started = clock()
+                for args, kwargs in warmup[1:]:
                     decode(*args, **kwargs)
-                timed = calls[options["warmup"]:]
-                before = host.recorder.total
-                # Both sides start from a collected heap; collections during the timed
-                # calls stay in: what flashinfer's growing caches cost the collector is
-                # part of its host time.
-                gc.collect()
-                per_call = time_calls(decode, timed)
-                launches = host.recorder.total - before
-                host.recorder.clear()
-                # the timed batches' lengths plus one: new lengths for flashinfer's own
-                # cache (as every batch of a server is), the same profile rungs for fi_compat's
-                shifted = plan_calls(torch, decode, layout, backend, {**options, "length_offset": 1}, device)
-                other_batches = shifted[options["warmup"]:options["warmup"] + min(300, options["steps"])]
-                looked_up = fi_compat_lookups()
-                builder = builder_time(core, decode, other_batches)
-                lookups = (fi_compat_lookups() - looked_up) / len(other_batches)
-                # two tokens longer: new lengths for flashinfer again, as the builder probe's were
-                shifted = plan_calls(torch, decode, layout, backend, {**options, "length_offset": 2}, device)
-                steps = step_times(core, decode, shifted[options["warmup"]:options["warmup"] + min(300, options["steps"])])
-                out["combos"][combo] = {"us_per_call": per_call, "launches_per_call": launches / len(timed),
-                                        "fi_compat_lookups_per_call": lookups, **builder, **steps}
-            except Exception as exc:  # noqa: BLE001  (a combination this release or device does not run)
-                out["combos"][combo] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                startup["warmup_us_per_call"] = (clock() - started) / (len(warmup) - 1) * 1e6
+            startup["settle_calls"] = settle(torch, plan, decode, options, device, first)
+            startup["settle_s"] = clock() - first
+            timed = calls[options["warmup"]:]
+            before = host.recorder.total
+            # Both sides start from a collected heap; collections during the timed
+            # calls stay in: what flashinfer's growing caches cost the collector is
+            # part of its host time.
+            gc.collect()
+            per_call = time_calls(decode, timed)
+            launches = host.recorder.total - before
+            host.recorder.clear()
+            # the timed batches' lengths plus one: new lengths for flashinfer's own
+            # cache (as every batch of a server is), the same profile rungs for fi_compat's
+            probes = slice(options["warmup"], options["warmup"] + min(300, options["steps"]))
+            other_batches = plan_calls(torch, plan, options, device, length_offset=1)[probes]
+            looked_up = fi_compat_lookups()
+            builder = builder_time(core, decode, other_batches)
+            lookups = (fi_compat_lookups() - looked_up) / len(other_batches)
+            # two tokens longer: new lengths for flashinfer again, as the builder probe's were
+            steps = step_times(core, decode, plan_calls(torch, plan, options, device, length_offset=2)[probes])
+            out["result"] = {"us_per_call": per_call, "launches_per_call": launches / len(timed),
+                             "fi_compat_lookups_per_call": lookups, "startup": startup, **builder, **steps}
+        except Exception as exc:  # noqa: BLE001  (a combination this release or device does not run)
+            out["result"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     if variant == "fi_compat":
         out["outcome"] = fi_compat.status(walk=False)["outcome"]
     return out
 
 
+def settle(torch, plan, decode, options: dict, device, first_call: float) -> int:
+    """Decode new lengths until ``--settle-seconds`` have passed since the first call, on both
+    sides alike: fi_compat's runtime watch spends a one-time start-up allowance (100 ms, at most
+    20 % of the time) in its first half second or so, and that is start-up, not the steady
+    state.  The lengths are none of the timed or probed batches' (those stay new to flashinfer's
+    caches).  Returns how many calls it made."""
+    import random
+
+    clock, rng = time.perf_counter, random.Random(options["seed"] + 1)
+    taken = {n + k for n in serving_maxima(options) for k in range(3)}  # timed, then the two probes
+    made = 0
+    while clock() - first_call < options["settle_seconds"]:
+        maxima = []
+        while len(maxima) < 100:
+            n = rng.randint(1, options["context"])
+            if n not in taken:
+                taken.add(n)
+                maxima.append(n)
+        for args, kwargs in plan_calls(torch, plan, options, device, maxima=maxima):
+            decode(*args, **kwargs)
+        made += len(maxima)
+    return made
+
+
 # --------------------------------------------------------------------------- parent
 
 
-def spawn(variant: str, options: dict) -> dict:
+def spawn(variant: str, combo: str, options: dict) -> dict:
     # One hash seed for every worker: string and dict layouts then differ only by what the variant changes.
     environment = {**os.environ, "PYTHONHASHSEED": "0"}
     process = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker"],
-                             input=json.dumps({"variant": variant, "options": options}), text=True,
+                             input=json.dumps({"variant": variant, "combo": combo, "options": options}), text=True,
                              stdout=subprocess.PIPE, stderr=None, check=False, env=environment)
     if process.returncode != 0:
-        raise SystemExit(f"decode_host_path: the {variant} worker failed (exit {process.returncode})")
+        raise SystemExit(f"decode_host_path: the {variant} worker of {combo} failed (exit {process.returncode})")
     return json.loads(process.stdout.strip().splitlines()[-1])
 
 
-def summarise(runs: dict[str, list[dict]], combos: list[str], clock: str) -> tuple[list[dict], bool]:
+STARTUP = (("install_ms", "install ms"), ("import_ms", "import ms"), ("first_call_ms", "first call ms"),
+           ("warmup_us_per_call", "warm-up us/call"), ("settle_calls", "settle calls"))
+
+
+def summarise(runs: dict[str, dict[str, list[dict]]], combos: list[str], clock: str) -> tuple[list[dict], bool]:
+    """``runs[variant][combo]``: one result per round."""
     rows, all_met = [], True
     for combo in combos:
-        per = {v: [r["combos"][combo] for r in runs[v]] for v in VARIANTS}
+        per = {v: runs[v][combo] for v in VARIANTS}
         errors = [c["error"] for v in VARIANTS for c in per[v] if "error" in c]
         if errors:
             rows.append({"combo": combo, "error": errors[0]})
@@ -330,7 +379,10 @@ def summarise(runs: dict[str, list[dict]], combos: list[str], clock: str) -> tup
                "fi_compat_lookups_per_call": per["fi_compat"][0]["fi_compat_lookups_per_call"],
                "steps_us": {v: {label: spread([c["steps_us_per_call"][label] for c in per[v]]) for label in STEP_LABELS}
                             for v in VARIANTS},
-               "instrumented_us": {v: spread([c["instrumented_us_per_call"] for c in per[v]]) for v in VARIANTS}}
+               "instrumented_us": {v: spread([c["instrumented_us_per_call"] for c in per[v]]) for v in VARIANTS},
+               "startup": {v: {key: spread([c["startup"][key] for c in per[v]])
+                               for key, _ in STARTUP if all(c["startup"].get(key) is not None for c in per[v])}
+                           for v in VARIANTS}}
         for name in CLOCKS:
             row[name] = {"flashinfer": spread([b[name] for b in base]), "fi_compat": spread([o[name] for o in ours]),
                          "ratio": spread([o[name] / b[name] for b, o in zip(base, ours)])}
@@ -365,6 +417,22 @@ def report(rows: list[dict], clock: str) -> str:
     return "\n".join(lines)
 
 
+def report_startup(rows: list[dict]) -> str:
+    """What each fresh process paid before its steady state (wall clock, median [min-max] over rounds)."""
+    lines = [f"{'layout:backend':20}{'variant':12}" + "".join(f"{label:>22}" for _, label in STARTUP)
+             + "  (start-up, a fresh process per combination and variant; wall clock, median [min-max] over rounds)"]
+    for row in rows:
+        if "error" in row:
+            continue
+        for variant in VARIANTS:
+            figures = row["startup"][variant]
+            cells = [f"{figures[key]['median']:.{0 if key == 'settle_calls' else 1}f} "
+                     f"[{figures[key]['min']:.0f}-{figures[key]['max']:.0f}]" if key in figures else "-"
+                     for key, _ in STARTUP]
+            lines.append(f"{row['combo']:20}{variant:12}" + "".join(f"{cell:>22}" for cell in cells))
+    return "\n".join(lines)
+
+
 def report_steps(rows: list[dict]) -> str:
     """Where a call's time goes, step by step (wall clock, median over rounds)."""
     lines = [f"{'layout:backend':20}{'step':34}{'flashinfer us':>14}{'fi_compat us':>14}  (wall clock, exclusive "
@@ -394,9 +462,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", choices=HOSTS, default="cpu")
     parser.add_argument("--combos", default=",".join(COMBOS), help=f"layout:backend,... (default {','.join(COMBOS)})")
-    parser.add_argument("--rounds", type=int, default=6, help="rounds of one process per variant (AB, BA, ...)")
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="rounds of one process per combination and variant (AB, BA, ...)")
     parser.add_argument("--steps", type=int, default=1000, help="timed calls per combination and process")
-    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=200, help="untimed calls after the first (start-up figures)")
+    parser.add_argument("--settle-seconds", type=float, default=1.0,
+                        help="then new lengths decoded until this long after the first call, before timing "
+                             "(fi_compat's runtime watch spends its start-up allowance there; default 1.0)")
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None,
                         help="run every worker on one fixed core (default: when 4 or more cores are available)")
     parser.add_argument("--batch-sizes", type=_batch_sizes, default=[8, 64], metavar="LOW:HIGH")
@@ -406,8 +478,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="clock of the ratio and targets (default: cpu with --host cpu, wall with --host cuda)")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
+    if args.warmup < 1 or args.steps < 1 or args.rounds < 1:
+        parser.error("--warmup, --steps and --rounds must each be at least 1")
     combos = [c.strip() for c in args.combos.split(",") if c.strip()]
-    from fi_compat.workload.workload import BACKENDS, LAYOUTS
+    from fi_compat.workload.engine_model import BACKENDS
+    from fi_compat.workload.engines import LAYOUTS
 
     for combo in combos:
         layout, _, backend = combo.partition(":")
@@ -418,18 +493,24 @@ def main(argv: list[str] | None = None) -> int:
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     pin = args.pin if args.pin is not None else len(cores) >= 4
     options = {"host": args.host, "combos": combos, "steps": args.steps, "warmup": args.warmup,
+               "settle_seconds": args.settle_seconds,
                "batch_sizes": args.batch_sizes, "context": args.context, "seed": args.seed,
                "cpu": cores[-1] if pin and cores else None}
     load_before = load_average()
-    runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+    runs: dict[str, dict[str, list[dict]]] = {v: {combo: [] for combo in combos} for v in VARIANTS}
+    release, outcome = None, None
     for round_index in range(args.rounds):
-        for variant in (VARIANTS if round_index % 2 == 0 else VARIANTS[::-1]):
-            runs[variant].append(spawn(variant, options))
+        for combo in combos:  # the two variants of a combination back to back: its ratio, side by side
+            for variant in (VARIANTS if round_index % 2 == 0 else VARIANTS[::-1]):
+                done = spawn(variant, combo, options)
+                runs[variant][combo].append(done["result"])
+                release, outcome = done["flashinfer"], done.get("outcome", outcome)
     rows, all_met = summarise(runs, combos, clock)
-    release = runs["flashinfer"][0]["flashinfer"]
     print(f"flashinfer {release}, --host {args.host}, {args.rounds} rounds x {args.steps} timed calls per "
           f"combination, batch sizes {args.batch_sizes[0]}-{args.batch_sizes[1]}, per-batch max_seq_len up to "
-          f"{args.context:,}; {load_before} before, {load_average()} after")
+          f"{args.context:,}, fi_compat {outcome}; {load_before} before, {load_average()} after")
+    print(report_startup(rows))
+    print()
     print(report(rows, clock))
     print()
     print(report_steps(rows))
@@ -443,6 +524,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     if "--worker" in sys.argv:
         request = json.loads(sys.stdin.read())
-        sys.stdout.write(json.dumps(run_worker(request["variant"], request["options"])) + "\n")
+        sys.stdout.write(json.dumps(run_worker(request["variant"], request["combo"], request["options"])) + "\n")
         raise SystemExit(0)
     raise SystemExit(main())

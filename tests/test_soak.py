@@ -110,18 +110,19 @@ def test_report_paths_start_at_the_package(monkeypatch, tmp_path):
 GARBAGE_PASS = """
 import gc, json
 from fi_compat.commands import soak_worker
-from fi_compat.workload import workload
+from fi_compat.workload import streams
+from fi_compat.workload.driver import Driver
 
-call = soak_worker.Batches.call
+send = Driver.send
 
-def call_leaving_garbage(self, *args, **kwargs):
+def send_leaving_garbage(self, *args, **kwargs):
     junk = [bytearray(10_000)]
     junk.append(junk)
-    return call(self, *args, **kwargs)
+    return send(self, *args, **kwargs)
 
-soak_worker.Batches.call = call_leaving_garbage
+Driver.send = send_leaving_garbage
 gc.disable()
-options = {"lengths": workload.lengths("uniform", 65536, 200, 0), "batch_sizes": [8] * 200, "layout": "vllm",
+options = {"lengths": streams.lengths("uniform", 65536, 200, 0), "batch_sizes": [8] * 200, "layout": "vllm",
            "backend": "auto", "cache_size": 256, "policy": "exact", "call_api": False, "context": 65536,
            "progress": False, "mode": "q1"}
 result = soak_worker.run_pass("fi_compat", True, options)

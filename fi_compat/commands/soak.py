@@ -24,7 +24,7 @@ import argparse
 import json
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Optional
 
 from .soak_report import VARIANTS, plot, report_text
 
@@ -71,16 +71,20 @@ def _batch_range(text: str) -> tuple[int, int]:
 
 
 def register(subparsers: Any) -> None:
-    from ..workload.workload import BACKENDS, DISTRIBUTIONS, LAYOUTS
+    from ..workload.engine_model import BACKENDS
+    from ..workload.engines import ENGINES, LAYOUTS
+    from ..workload.streams import DISTRIBUTIONS
+
+    labels = [f"{engine.label}'s" for engine in ENGINES.values()]
+    labels[0] += " (default)"
+    whose = " or ".join(filter(None, [", ".join(labels[:-1]), labels[-1]]))
 
     parser = subparsers.add_parser(
         "soak",
         help="host time and memory of the MLA decode host path, with and without fi_compat",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument(
-        "--layout", choices=LAYOUTS, default="trtllm", help="whose call: TensorRT-LLM's (default), vLLM's or SGLang's"
-    )
+    parser.add_argument("--layout", choices=LAYOUTS, default=LAYOUTS[0], help=f"whose call: {whose}")
     parser.add_argument(
         "--backend",
         choices=BACKENDS,
@@ -160,9 +164,36 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _backend(engine: Any, mode: str, backend: Optional[str]) -> tuple[Optional[str], str]:
+    """``(the backend the passes send, "")``, or ``(None, why)`` where the engine's record makes
+    no such call: separate K/V page tables take only the engine's own backend, and DCP is sent
+    only where a record lists it."""
+    from ..workload.engines import ENGINES
+
+    if engine.separate_kv_indices and backend not in (None, *engine.backends):
+        shared = " or ".join(e.name for e in ENGINES.values() if not e.separate_kv_indices)
+        return None, (
+            f"--backend {backend} with --layout {engine.name}: {engine.label}'s call passes "
+            f"{'/'.join(engine.backends)} (separate K/V page tables, which cute-dsl does not take); "
+            f"use --layout {shared}"
+        )
+    if mode != "dcp":
+        return backend or engine.default_backend, ""
+    senders = [(e, b) for e in ENGINES.values() for b in e.backends if "dcp" in e.modes.get(b, ())]
+    fits = [b for e, b in senders if e is engine and backend in (None, b)]
+    if fits:
+        return fits[0], ""
+    whose = " or ".join(f"{e.label}'s" for e, _ in senders)
+    return None, (
+        f"--mode dcp replays {whose} decode-context-parallel call (backend {' or '.join(b for _, b in senders)}); "
+        f"got --layout {engine.name} --backend {backend or 'default'}: "
+        f"use --layout {' or '.join(e.name for e, _ in senders)}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from .. import config
-    from ..workload import workload
+    from ..workload import engines, streams
 
     distribution, steps = args.distribution, args.steps
     if args.distinct is not None:
@@ -175,27 +206,14 @@ def run(args: argparse.Namespace) -> int:
             except argparse.ArgumentTypeError as exc:
                 print(f"fi-compat soak: --distinct: {exc}; accepted: a positive integer or 'all'", file=sys.stderr)
                 return 2
-    backend = workload.DEFAULT_BACKEND[args.layout] if args.layout == "trtllm" or args.backend is None else args.backend
-    if args.layout == "trtllm" and args.backend not in (None, "trtllm-gen"):
-        print(
-            f"fi-compat soak: --backend {args.backend} with --layout trtllm: TensorRT-LLM's call passes "
-            "trtllm-gen (separate K/V page tables, which cute-dsl does not take); use --layout vllm or sglang",
-            file=sys.stderr,
-        )
+    backend, why = _backend(engines.resolve(args.layout), args.mode, args.backend)
+    if backend is None:
+        print(f"fi-compat soak: {why}", file=sys.stderr)
         return 2
-    if args.mode == "dcp" and (args.layout != "vllm" or args.backend not in (None, "cute-dsl")):
-        print(
-            f"fi-compat soak: --mode dcp replays vLLM's decode-context-parallel call (backend cute-dsl); "
-            f"got --layout {args.layout} --backend {args.backend or 'default'}: use --layout vllm",
-            file=sys.stderr,
-        )
-        return 2
-    if args.mode == "dcp":
-        backend = "cute-dsl"
     cache_size = config.resolve("cache_size", args.cache_size).value
-    lengths = workload.lengths(distribution, args.context, steps, args.seed)
+    lengths = streams.lengths(distribution, args.context, steps, args.seed)
     low, high = args.batch_sizes
-    sizes = workload.batch_sizes(len(lengths), low, high, args.seed) if low != high else [low] * len(lengths)
+    sizes = streams.batch_sizes(len(lengths), low, high, args.seed) if low != high else [low] * len(lengths)
     progress = args.progress if args.progress is not None else (sys.stderr.isatty() or len(lengths) >= 20_000)
     options = {
         "context": args.context,

@@ -11,9 +11,10 @@ process would find them filled):
 
 Each pass drives the real MLA decode host path (argument checks, tuning-config
 builder, ``AutoTuner.choose_one``, runner, launch recorded by the CPU shim)
-with one engine's call from :mod:`fi_compat.workload.workload`, and takes the
-census of flashinfer's and fi_compat's caches (:mod:`fi_compat.counting.census`)
-before and after.
+with one engine's call (:class:`fi_compat.workload.driver.Driver` over its
+:mod:`~fi_compat.workload.engines` record), and measures through the census
+(:class:`fi_compat.counting.measurement.Measurement`): flashinfer's and
+fi_compat's caches before, half-way (traced) and after.
 
 Cost: a few seconds to import flashinfer, then about 0.1-0.3 ms per batch
 timed, about 1.5 ms traced.
@@ -21,8 +22,6 @@ timed, about 1.5 ms traced.
 
 from __future__ import annotations
 
-import dataclasses
-import gc
 import json
 import os
 import statistics
@@ -34,10 +33,6 @@ from typing import Any, Optional
 PAGE_SIZE = 64
 PLOT_POINTS = 200
 NUM_PAGES = 1024
-#: Query tokens per request in ``--mode mtp`` (one draft token: DeepSeek's MTP, SGLang's target-verify).
-MTP_Q_LEN = 2
-#: Decode-context-parallel ranks in ``--mode dcp`` (vLLM's; this process plays rank 0).
-DCP_WORLD = 2
 
 
 def _rss_bytes() -> Optional[int]:
@@ -57,79 +52,14 @@ def _progress(done: int, total: int, label: str) -> None:
     sys.stderr.flush()
 
 
-class Batches:
-    """The inputs of each batch as views of buffers allocated once, up front, so
-    the soak's own tensors are never counted as growth.  Every view is
-    contiguous: dimension-0 slices, and block tables viewed out of one flat
-    buffer (SGLang's width changes with the batch)."""
-
-    def __init__(self, torch: Any, layout: str, context: int, high: int, lengths: list[int], mode: str = "q1") -> None:
-        from ..workload import cuda_flagged, workload
-
-        self.torch, self.layout, self.mode = torch, layout, mode
-        # DCP's global KV lengths, flagged as CUDA for flashinfer's check, one
-        # tensor per batch size made up front (a fresh subclass instance per
-        # call would churn a cache inside torch that tracemalloc counts)
-        self.global_lengths = (
-            {b: cuda_flagged(torch.full((b,), 2, dtype=torch.int32)) for b in range(1, high + 1)}
-            if mode == "dcp"
-            else {}
-        )
-        self.full_width = -(-context // PAGE_SIZE)
-        widths = [self.full_width, workload.sglang_width(1, PAGE_SIZE)]
-        if layout == "sglang":
-            widths += [workload.sglang_width(n, PAGE_SIZE) for n in set(lengths)]
-        widest = max(widths)
-        # each engine's workspace: the cute-dsl batch cap is searched against its size
-        workspace = workload.SGLANG_WORKSPACE_BYTES if layout == "sglang" else workload.VLLM_WORKSPACE_BYTES
-        if mode == "dcp":
-            workspace = workload.VLLM_DCP_WORKSPACE_BYTES
-        self.base = workload.make_inputs(
-            torch,
-            layout,
-            batch=high,
-            width=self.full_width,
-            page_size=PAGE_SIZE,
-            num_pages=NUM_PAGES,
-            workspace_bytes=workspace,
-            q_len=MTP_Q_LEN if mode == "mtp" else 1,
-        )
-        per_row = 2 * widest if layout == "trtllm" else widest
-        self.tables = torch.zeros(high * per_row, dtype=torch.int32)
-
-    def inputs(self, batch: int, max_seq_len: int) -> Any:
-        from ..workload import workload
-
-        width = workload.sglang_width(max_seq_len, PAGE_SIZE) if self.layout == "sglang" else self.full_width
-        shape = (batch, 2, width) if self.layout == "trtllm" else (batch, width)
-        count = batch * width * (2 if self.layout == "trtllm" else 1)
-        base = self.base
-        return dataclasses.replace(
-            base,
-            query=base.query[:batch],
-            out=base.out[:batch],
-            seq_lens=base.seq_lens[:batch],
-            block_tables=self.tables[:count].view(shape),
-        )
-
-    def call(self, decode: Any, inputs: Any, max_seq_len: int, backend: Optional[str]) -> Any:
-        """One engine's call for this batch; under DCP, vLLM's: backend cute-dsl,
-        the rank's ``ceil(max_seq_len / world)`` and the DCP keywords."""
-        from ..workload import workload
-
-        if self.mode == "dcp":
-            dcp = workload.Dcp(DCP_WORLD, 0, self.global_lengths[inputs.batch])
-            return workload.vllm_call(decode, inputs, workload.vllm_dcp_max_seq_len(max_seq_len, DCP_WORLD), dcp=dcp)
-        return workload.call(self.layout, decode, inputs, max_seq_len, backend)
-
-
 def _census_counts(counted: dict) -> dict[str, dict]:
     return {name: count.as_dict() for name, count in counted.items()}
 
 
 def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, Any]:
-    """Run one pass in this process; returns its measurements."""
-    import tracemalloc
+    """Run one pass in this process; returns its measurements.  ``options["layout"]`` names an
+    engine layout (:func:`fi_compat.workload.engines.resolve`: a registered name or
+    ``package.module:NAME``)."""
     import warnings
 
     # the shim's recorded cute-dsl kernel has no compiled artifacts to query;
@@ -139,11 +69,13 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
     import torch
 
     from .. import public  # the public functions, as fi_compat's facade gives them
-    from ..counting import census, memory_census
-    from ..workload import cpu_host, workload
+    from ..counting.measurement import Measurement
+    from ..workload import cpu_host
+    from ..workload.driver import Driver
+    from ..workload.engine_model import accepted
 
     lengths, sizes = options["lengths"], options["batch_sizes"]
-    layout, backend = options["layout"], options["backend"]
+    mode = options.get("mode", "q1")
     if variant == "fi_compat":
         public.install(cache_size=options["cache_size"], max_seq_len_policy=options["policy"])
     with cpu_host() as host:
@@ -153,18 +85,25 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
         decode = flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla
         if variant == "fi_compat" and options["call_api"]:
             decode = public.mla_decode
-        if options.get("mode") == "dcp" and "enable_dcp" not in workload.accepted(decode):
+        if mode == "dcp" and "enable_dcp" not in accepted(decode):
             raise SystemExit(
                 f"soak: flashinfer {flashinfer.__version__} has no decode context parallelism "
                 "(enable_dcp arrived in 0.6.17); --mode dcp needs 0.6.17 or newer"
             )
-        batches = Batches(torch, layout, options["context"], max(sizes), lengths, options.get("mode", "q1"))
-        seq_lens = batches.base.seq_lens
-
-        def call(batch: int, max_seq_len: int) -> None:
-            batches.call(decode, batches.inputs(batch, max_seq_len), max_seq_len, backend)
-
-        call(sizes[0], 1)  # warm-up: first-call imports and allocations are not growth
+        # every buffer allocated once, up front, each batch a view of them: the soak's own
+        # tensors are never counted as growth
+        driver = Driver(
+            torch,
+            decode,
+            options["layout"],
+            options["backend"],
+            mode,
+            context=options["context"],
+            page_size=PAGE_SIZE,
+            num_pages=NUM_PAGES,
+            max_batch=max(sizes),
+        )
+        driver.call(sizes[0], 1)  # warm-up: first-call imports and allocations are not growth
         host.recorder.clear()
         total = len(lengths)
         every = max(1, total // PLOT_POINTS)
@@ -173,69 +112,50 @@ def run_pass(variant: str, traced: bool, options: dict[str, Any]) -> dict[str, A
         sample_steps = array("q", bytes(8 * (total // every + 1)))
         sample_bytes = array("q", bytes(8 * (total // every + 1)))
         taken = 0
-        before = census.take()
-        gc.collect()
-        if traced:
-            tracemalloc.start()
-            # the census by memory (fi_compat.counting.memory_census): fi_compat's caches are left as they are,
-            # the halves being long enough for its bounds to fill before the second
-            points = [memory_census.take_point(clear=False)]
-        # what the census points taken inside the traced stretch hold (a snapshot of
-        # flashinfer's traces, hundreds of KiB) is the soak's, not the workload's growth
-        own = 0
-        traced_start = tracemalloc.get_traced_memory()[0] if traced else 0
-        rss_start = _rss_bytes() or 0
-        clock, cpu_clock = time.perf_counter, time.thread_time
-        label = f"{variant} ({'traced' if traced else 'timed'})"
-        # the second half is the steady state a bound is judged on: what it
-        # still grows, and each memo's misses, are read from here to the end
-        half, half_used, half_caches = total // 2, None, None
-        for step in range(total):
-            max_seq_len, batch = lengths[step], sizes[step]
-            inputs = batches.inputs(batch, max_seq_len)
-            seq_lens.fill_(max_seq_len)
-            # the wall clock reads nest inside the CPU clock's (a syscall on some VMs)
-            cpu_started = cpu_clock()
-            started = clock()
-            batches.call(decode, inputs, max_seq_len, backend)
-            times[step] = clock() - started
-            cpu_times[step] = cpu_clock() - cpu_started
-            del inputs
-            host.recorder.launches.clear()
-            if step + 1 == half:
-                half_used = None
-                if traced:
+        # the census (fi_compat.counting.measurement.Measurement): traced, its points also walk
+        # flashinfer's memos and lines, fi_compat's caches left as they are (the halves are long
+        # enough for its bounds to fill before the second); what the points hold is the soak's own
+        measured = Measurement(traced=traced, clear=False).start()
+        try:
+            measured.point()
+            rss_start = _rss_bytes() or 0
+            clock, cpu_clock = time.perf_counter, time.thread_time
+            label = f"{variant} ({'traced' if traced else 'timed'})"
+            # the second half is the steady state a bound is judged on: what it
+            # still grows, and each memo's misses, are read from here to the end
+            half, half_used, half_caches = total // 2, None, None
+            for step in range(total):
+                batch = driver.batch(sizes[step], lengths[step])
+                # the wall clock reads nest inside the CPU clock's (a syscall on some VMs)
+                cpu_started = cpu_clock()
+                started = clock()
+                driver.send(batch)
+                times[step] = clock() - started
+                cpu_times[step] = cpu_clock() - cpu_started
+                del batch
+                host.recorder.launches.clear()
+                if step + 1 == half:
                     # collected first, as at the start and the end: the cyclic garbage the host
-                    # path leaves between collections (hundreds of KiB) is not growth, and a
-                    # collection inside the census point would otherwise be counted against it
-                    gc.collect()
-                    held = tracemalloc.get_traced_memory()[0]
-                    half_used = held - traced_start - own
-                    points.append(memory_census.take_point(clear=False))
-                    own += tracemalloc.get_traced_memory()[0] - held
-                half_caches = public.status(walk=False)["caches"] if variant == "fi_compat" else None
-            if (step + 1) % every == 0 or step + 1 == total:
-                used = (
-                    (tracemalloc.get_traced_memory()[0] - traced_start - own)
-                    if traced
-                    else (_rss_bytes() or 0) - rss_start
-                )
-                sample_steps[taken], sample_bytes[taken] = step + 1, used
-                taken += 1
-                if options["progress"]:
-                    _progress(step + 1, total, label)
-        gc.collect()
-        traced_growth = tracemalloc.get_traced_memory()[0] - traced_start - own if traced else None
-        rss_end = _rss_bytes()
+                    # path leaves between collections (hundreds of KiB) is not growth
+                    half_used = measured.point().held if traced else None
+                    half_caches = public.status(walk=False)["caches"] if variant == "fi_compat" else None
+                if (step + 1) % every == 0 or step + 1 == total:
+                    held = measured.held(collect=False)
+                    used = held if held is not None else (_rss_bytes() or 0) - rss_start
+                    sample_steps[taken], sample_bytes[taken] = step + 1, used
+                    taken += 1
+                    if options["progress"]:
+                        _progress(step + 1, total, label)
+            traced_growth = measured.held()
+            rss_end = _rss_bytes()
+            measured.point()
+        finally:
+            measured.stop()
         memory_sites = None
         if traced:
-            points.append(memory_census.take_point(clear=False))
             new = [len(set(lengths[:half])), len(set(lengths[half:]) - set(lengths[:half]))]
-            memory_sites = [
-                site.as_dict() for site in memory_census.sites_between(points, new, options["cache_size"] or 256)
-            ]
-            tracemalloc.stop()
-        after = census.take()
+            memory_sites = [site.as_dict() for site in measured.sites(new, options["cache_size"] or 256)]
+        before, after = measured.points[0].caches, measured.points[-1].caches
         launches = host.recorder.total
         state = public.status(walk=False)
         memo_bytes = None

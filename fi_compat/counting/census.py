@@ -20,7 +20,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
-PACKAGE = "flashinfer"
+from ..model.specs import PACKAGE
+
 FLASHINFER = "flashinfer"
 FI_COMPAT = "fi_compat"
 
@@ -92,14 +93,9 @@ def _members(module_name: str, module: Any) -> Iterator[tuple[str, Any]]:
                 yield f"{module_name}.{attribute}.{member}", item
 
 
-def take(modules: Optional[Mapping[str, Any]] = None) -> dict[str, CacheCount]:
-    """Every functools cache in the loaded flashinfer modules, by qualname.
-
-    A cache bound under several names (a re-export) is counted once, under
-    the module and qualified name of the function it caches.  ``modules`` defaults to
-    ``sys.modules``."""
+def _found(modules: Optional[Mapping[str, Any]]) -> Iterator[tuple[str, str, Any]]:
+    """``(qualname, owner, cache)`` of every cache once (a re-export is the same object)."""
     source = sys.modules if modules is None else modules
-    counts: dict[str, CacheCount] = {}
     seen: set[int] = set()
     for module_name in sorted(name for name in list(source) if name == PACKAGE or name.startswith(PACKAGE + ".")):
         module = source.get(module_name)
@@ -110,11 +106,28 @@ def take(modules: Optional[Mapping[str, Any]] = None) -> dict[str, CacheCount]:
                 if id(cache) in seen:
                     continue
                 seen.add(id(cache))
-                name = _defined_name(cache) or qualname
-                counted = _count(name if owner == FLASHINFER else f"{name} [fi_compat]", cache, owner)
-                if counted is not None:
-                    counts[counted.qualname] = counted
+                yield qualname, owner, cache
+
+
+def take(modules: Optional[Mapping[str, Any]] = None) -> dict[str, CacheCount]:
+    """Every functools cache in the loaded flashinfer modules, by qualname.
+
+    A cache bound under several names (a re-export) is counted once, under
+    the module and qualified name of the function it caches.  ``modules`` defaults to
+    ``sys.modules``."""
+    counts: dict[str, CacheCount] = {}
+    for qualname, owner, cache in _found(modules):
+        name = _defined_name(cache) or qualname
+        counted = _count(name if owner == FLASHINFER else f"{name} [fi_compat]", cache, owner)
+        if counted is not None:
+            counts[counted.qualname] = counted
     return counts
+
+
+def caches(modules: Optional[Mapping[str, Any]] = None) -> list[Any]:
+    """The cache objects :func:`take` counts as flashinfer's (the one behind a fi_compat proxy
+    too): what a test empties to start as a fresh process would."""
+    return [cache for _, owner, cache in _found(modules) if owner == FLASHINFER]
 
 
 def _defined_name(cache: Any) -> Optional[str]:
@@ -158,4 +171,4 @@ def over_bound(
     return [g for g in grown(before, after) if g.after.owner in wanted and g.gained > bound]
 
 
-__all__ = ["CacheCount", "FI_COMPAT", "FLASHINFER", "Growth", "grown", "over_bound", "take"]
+__all__ = ["CacheCount", "FI_COMPAT", "FLASHINFER", "Growth", "caches", "grown", "over_bound", "take"]

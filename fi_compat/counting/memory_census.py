@@ -9,8 +9,8 @@ counts ``functools`` caches where flashinfer announces them):
 * ``tracemalloc`` snapshots, taken after a collection, give the bytes still
   allocated by each line of flashinfer's own files.
 
-:func:`measure` drives a workload over two halves of distinct lengths and
-takes both before and after each half.  Before every snapshot it empties
+:func:`fi_compat.counting.measurement.measure` drives a workload over two halves
+of distinct lengths and takes both before and after each half.  Before every snapshot it empties
 fi_compat's own caches, so what their entries hold is not counted; memos
 flashinfer bounds itself (``maxsize`` at most :data:`HUGE_FACTOR` times
 fi_compat's bound) and the lines of their functions are not judged.
@@ -22,13 +22,17 @@ grows in both halves by at least :data:`PER_LENGTH` entries (a memo) or
 its ``file:line``, what grows and the bytes per length.  Lines inside a grown
 memo's function are folded into that memo's site.
 
+:class:`fi_compat.counting.measurement.Measurement` takes these points between
+stretches of a workload, with the functools census at each: the one way the soak,
+the guard's census probe and ``fi-compat audit --live`` measure.
+
 Cost: tracing slows flashinfer's host path several times over, and each
 snapshot and walk takes 0.1-0.5 s; this runs in the processes of
 ``fi-compat guard --census`` and on the traced pass of ``fi-compat soak``;
 ``fi-compat doctor`` and ``status()`` use the walk alone (:func:`walk_report`:
 tens of milliseconds untraced; ``status(walk=False)`` skips it).  Timings are
-never taken while it traces.  Failure: ``measure`` re-raises what the
-workload raises, after stopping the trace it started.
+never taken while it traces.  Failure: an object whose attributes raise is
+skipped by the walk, never reported.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import re
 import sys
 import tracemalloc
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 from . import memo_walk
 from ..lookup.modules import loaded
@@ -82,7 +86,7 @@ class Site:
         }
 
 
-def _flashinfer_roots() -> list[str]:
+def flashinfer_roots() -> list[str]:
     roots = set()
     module = loaded(PACKAGE)
     for path in getattr(module, "__path__", None) or ():
@@ -128,26 +132,17 @@ def clear_bounded(memos: dict[str, memo_walk.Memo]) -> int:
 
 
 def take_point(roots: Optional[list[str]] = None, *, clear: bool = True) -> tuple[dict[str, memo_walk.Memo], Any]:
-    """One census point: the walk and a snapshot of flashinfer's lines (tracing
-    must be on); ``clear`` empties fi_compat's caches first (see the module docstring)."""
+    """The walk and a snapshot of flashinfer's lines (tracing must be on); ``clear`` empties
+    fi_compat's caches first (see the module docstring).  A :class:`Measurement` point holds them."""
     memos = memo_walk.walk()  # flashinfer's memo sizes do not change when fi_compat's caches are emptied
     if clear:
         clear_bounded(memos)
     gc.collect()
-    filters = [tracemalloc.Filter(True, f"{root}{os.sep}*") for root in roots or _flashinfer_roots()]
+    filters = [tracemalloc.Filter(True, f"{root}{os.sep}*") for root in roots or flashinfer_roots()]
     return memos, tracemalloc.take_snapshot().filter_traces(filters)
 
 
-def sites_between(
-    points: list[tuple[dict[str, memo_walk.Memo], Any]], counts: list[int], cache_size: int
-) -> list[Site]:
-    """The sites that grew per new distinct length between three points (two halves)."""
-    memo_growth = [{g.after.path: g for g in memo_walk.grown(points[i][0], points[i + 1][0])} for i in (0, 1)]
-    line_growth = [_line_growth(points[i][1], points[i + 1][1]) for i in (0, 1)]
-    return judge(memo_growth, line_growth, [max(1, n) for n in counts], cache_size)
-
-
-def _line_growth(before: Any, after: Any) -> dict[str, int]:
+def line_growth(before: Any, after: Any) -> dict[str, int]:
     return {
         f"{stat.traceback[0].filename}:{stat.traceback[0].lineno}": stat.size_diff
         for stat in after.compare_to(before, "lineno")
@@ -164,73 +159,6 @@ def _function_span(memo: memo_walk.Memo) -> Optional[tuple[str, int, int]]:
         return (file, int(line), int(line)) if file and line.isdigit() else None
     lines = [line for *_, line in code.co_lines() if line is not None] or [code.co_firstlineno]
     return code.co_filename, code.co_firstlineno, max(lines)
-
-
-def measure(
-    drive: Callable[[Sequence[int]], None],
-    halves: tuple[Sequence[int], Sequence[int]],
-    *,
-    cache_size: int = 256,
-    nframes: int = 1,
-) -> dict[str, Any]:
-    """Drive ``halves`` (two lists of distinct lengths) through ``drive`` and
-    return the census by memory: ``sites`` (each :meth:`Site.as_dict`), every
-    grown memo and line per half, and the seconds the census itself took."""
-    import time
-
-    started_here = not tracemalloc.is_tracing()
-    if started_here:
-        tracemalloc.start(nframes)
-    try:
-        roots = _flashinfer_roots()
-        clock = time.perf_counter()
-        points = [take_point(roots)]
-        census_s = time.perf_counter() - clock
-        # the second half once more, no new length: what grows now grows per call (the CPU
-        # shim's tensors, a per-call leak), and is taken off the growth per distinct length
-        for half in (*halves, halves[1]):
-            drive(half)
-            clock = time.perf_counter()
-            points.append(take_point(roots))
-            census_s += time.perf_counter() - clock
-    finally:
-        if started_here:
-            tracemalloc.stop()
-    memo_growth = [{g.after.path: g for g in memo_walk.grown(points[i][0], points[i + 1][0])} for i in (0, 1)]
-    line_growth = [_line_growth(points[i][1], points[i + 1][1]) for i in (0, 1)]
-    per_call = _line_growth(points[2][1], points[3][1])
-    counts = [max(1, len(half)) for half in halves]
-    # a line that grows on every call, repeated calls included: a per-call leak, when it grows in
-    # all three passes by BYTES_PER_LENGTH per call on average and half that in each (a list's
-    # buffer grows in steps)
-    passes = [(line_growth[0], counts[0]), (line_growth[1], counts[1]), (per_call, counts[1])]
-    per_call_sites = [
-        Site(
-            line,
-            "memory allocated here on every call, repeated ones too, and still held",
-            "per-call",
-            None,
-            size / counts[1],
-            [line],
-        )
-        for line, size in sorted(per_call.items())
-        if sum(grown.get(line, 0) for grown, _ in passes) / sum(count for _, count in passes) >= BYTES_PER_LENGTH
-        and all(grown.get(line, 0) / count >= BYTES_PER_LENGTH / 2 for grown, count in passes)
-    ]
-    for grown_lines in line_growth:
-        for line, size in per_call.items():
-            if line in grown_lines:
-                grown_lines[line] -= size
-    sites = judge(memo_growth, line_growth, counts, cache_size) + per_call_sites
-    return {
-        "per_call_lines": dict(sorted(per_call.items(), key=lambda kv: -kv[1])[:10]),
-        "sites": [site.as_dict() for site in sites],
-        "memos": [[g.as_dict() for g in half.values()] for half in memo_growth],
-        "lines": [dict(sorted(half.items(), key=lambda kv: -kv[1])[:20]) for half in line_growth],
-        "lengths": counts,
-        "census_s": round(census_s, 3),
-        "roots": roots,
-    }
 
 
 def judge(
@@ -343,4 +271,15 @@ def walk_report(baseline: Optional[dict[str, memo_walk.Memo]] = None, cache_size
     }
 
 
-__all__ = ["BYTES_PER_LENGTH", "HUGE_FACTOR", "PER_LENGTH", "Site", "clear_bounded", "judge", "measure", "walk_report"]
+__all__ = [
+    "BYTES_PER_LENGTH",
+    "HUGE_FACTOR",
+    "PER_LENGTH",
+    "Site",
+    "clear_bounded",
+    "flashinfer_roots",
+    "judge",
+    "line_growth",
+    "take_point",
+    "walk_report",
+]

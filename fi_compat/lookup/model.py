@@ -8,10 +8,9 @@ from typing import Any, Optional
 
 from ..model.signatures import FoundFunction, Memo
 from ..model.spec_model import Home
+from ..model.specs import PACKAGE as PACKAGE  # re-exported: the lookup modules read it here
 from .memo_site import CacheSite, find_cache
 from .source_names import NO_NAMES, ModuleNames, is_unknown
-
-PACKAGE = "flashinfer"
 
 UNBOUNDED = Memo.UNBOUNDED
 BOUNDED = Memo.BOUNDED

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .workload import HEAD_DIM, HEADS, KV_LORA_RANK
+from .engine_model import HEAD_DIM, HEADS, KV_LORA_RANK
 
 
 def builder_arguments(

@@ -48,17 +48,17 @@ def main() -> None:
             "sglang": (er.sglang_steps(batches, seed=19), lambda index: er.public_decode()),
             "vllm": (er.vllm_steps(batches, seed=19), lambda index: er.held_decode(vllm_module)),
         }
-        buffers = {name: er.Buffers(torch, name, steps) for name, (steps, _) in engines.items()}
+        replayers = {name: er.driver(torch, name, None, steps) for name, (steps, _) in engines.items()}
         replayed, report = {}, {}
         for name, (steps, decode_for) in engines.items():
             before = census.take()
-            replayed[name] = er.run(buffers[name], steps, decode_for, None, host.recorder, traced=True)
+            replayed[name] = er.run(replayers[name], steps, decode_for, host.recorder, traced=True)
             report[name] = {"growth": replayed[name].growth, "grew_past_bound": over_bound(before, census.take())}
         fi_compat.uninstall()
         for name in replayed:
             steps, decode_for = engines[name]
             before = census.take()
-            alone = er.run(buffers[name], steps, decode_for, None, host.recorder, traced=False)
+            alone = er.run(replayers[name], steps, decode_for, host.recorder, traced=False)
             report[name].update(alone_grew_past_bound=over_bound(before, census.take()),
                                 not_one_launch=[replayed[name].not_one_launch, alone.not_one_launch],
                                 differences=er.differences(steps, replayed[name], alone))

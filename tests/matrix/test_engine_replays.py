@@ -74,22 +74,21 @@ def engine_modules():
         sys.modules.pop(name, None)
 
 
-def steps_for(layout: str, dcp: bool, count: int) -> list[er.Step]:
-    return er.sglang_steps(count, seed=18) if layout == "sglang" else er.vllm_steps(count, seed=18, dcp=dcp)
+def steps_for(layout: str, count: int) -> list[er.Step]:
+    return er.sglang_steps(count, seed=18) if layout == "sglang" else er.vllm_steps(count, seed=18)
 
 
 def grew_past_bound(before: dict, after: dict) -> list[str]:
     return [g.describe() for g in census.over_bound(after, before, er.CACHE_SIZE)]
 
 
-def run_alone(buffers, steps, decode_for, backend, recorder, what: str) -> tuple[er.Replay, list[str]]:
+def run_alone(replayer, steps, decode_for, recorder, what: str) -> tuple[er.Replay, list[str]]:
     """flashinfer alone: launches, and which of its caches grew past the bound (the
     control: the measurement sees a leak when there is one).  Skips if the release
     rejects the call."""
     before = census.take()
     ran: list[er.Replay] = []
-    refusal = flashinfer_refusal(lambda: ran.append(er.run(buffers, steps, decode_for, backend, recorder,
-                                                           traced=False)))
+    refusal = flashinfer_refusal(lambda: ran.append(er.run(replayer, steps, decode_for, recorder, traced=False)))
     if refusal is not None:  # any type flashinfer raises; the replay's own errors propagate
         pytest.skip(f"flashinfer {installed_release()} rejects {what}: {describe_error(refusal)}")
     return ran[0], grew_past_bound(before, census.take())
@@ -100,8 +99,8 @@ def run_alone(buffers, steps, decode_for, backend, recorder, what: str) -> tuple
 def test_replay_through_transparent_mode(replay, recorder, engine_modules, fi_matrix_lengths):
     layout, backend, dcp = REPLAYS[replay]
     device_gate.require_backend(backend)
-    steps = steps_for(layout, dcp, fi_matrix_lengths)
-    buffers = er.Buffers(torch, layout, steps, dcp=dcp)
+    steps = steps_for(layout, fi_matrix_lengths)
+    replayer = er.driver(torch, layout, backend, steps, dcp=dcp)
     if layout == "vllm":
         engine_modules += ["replay_vllm_bound_before_install", "replay_vllm_bound_after_install"]
         early = er.bind_early(engine_modules[0])
@@ -112,7 +111,7 @@ def test_replay_through_transparent_mode(replay, recorder, engine_modules, fi_ma
         def decode_for(index):
             return er.public_decode()
 
-    alone, alone_grew = run_alone(buffers, steps, decode_for, backend, recorder, f"{replay}'s call")
+    alone, alone_grew = run_alone(replayer, steps, decode_for, recorder, f"{replay}'s call")
 
     state = fi_compat.install(transparent=True, cache_size=er.CACHE_SIZE)
     assert state["state"] == "installed", state
@@ -129,7 +128,7 @@ def test_replay_through_transparent_mode(replay, recorder, engine_modules, fi_ma
             return er.held_decode(holders[index % 2])
 
     before = census.take()
-    replayed = er.run(buffers, steps, decode_for, backend, recorder, traced=True)
+    replayed = er.run(replayer, steps, decode_for, recorder, traced=True)
     after = census.take()
 
     assert grew_past_bound(before, after) == []

@@ -8,9 +8,12 @@ when there is no CUDA device, real kernels otherwise) and counts every
 and every other cache that grew too, flagged or not.
 
 The workload is the MLA decode host path a serving loop drives, in
-TensorRT-LLM's call (:mod:`fi_compat.workload.workload`): ``backend="trtllm-gen"``
-and a ``max_seq_len`` that changes every call, as its ``max_past_kv_length``
-does.  Nothing is patched; flashinfer stays imported.
+TensorRT-LLM's call (its :mod:`~fi_compat.workload.engines` record, through
+:class:`fi_compat.workload.driver.Driver`): ``backend="trtllm-gen"`` and a
+``max_seq_len`` that changes every call, as its ``max_past_kv_length`` does;
+the caches are counted through the census
+(:class:`fi_compat.counting.measurement.Measurement`, untraced).  Nothing is
+patched; flashinfer stays imported.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from ...counting import census
+from ...counting.measurement import Measurement
+from ...workload.engine_model import Engine
 from .scan import Finding
 
 #: Default workload: distinct max_seq_len values, one decode call each.
@@ -72,9 +77,12 @@ def _host() -> Iterator[str]:
         yield "cpu-shim"
 
 
-def decode_workload(steps: int = DEFAULT_STEPS, *, layout: str = "trtllm", batch: int = 4) -> dict[str, Any]:
+def decode_workload(
+    steps: int = DEFAULT_STEPS, *, layout: Union[str, Engine] = "trtllm", batch: int = 4
+) -> dict[str, Any]:
     """Call the public MLA decode ``steps`` times, each with a new ``max_seq_len``,
-    as the ``layout`` engine calls it (:func:`fi_compat.workload.workload.call`).
+    as the ``layout`` engine calls it (a record or its name, through
+    :class:`fi_compat.workload.driver.Driver`).
 
     Needs flashinfer imported (see :func:`_host`).  Lengths sweep the block
     table's capacity (``WIDTH * PAGE_SIZE``); more steps than that repeat none.
@@ -83,29 +91,29 @@ def decode_workload(steps: int = DEFAULT_STEPS, *, layout: str = "trtllm", batch
     import flashinfer.mla as mla
 
     from ...model.specs import DECODE
-    from ...workload import workload
+    from ...workload.driver import Driver
+    from ...workload.streams import lengths as stream_of
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    inputs = workload.make_inputs(
+    driver = Driver(
         torch,
+        getattr(mla, DECODE.name),
         layout,
-        batch=batch,
-        width=WIDTH,
+        context=WIDTH * PAGE_SIZE,
         page_size=PAGE_SIZE,
         num_pages=batch * WIDTH,
+        max_batch=batch,
         device=device,
         workspace_bytes=1 << 20,
     )
-    decode = getattr(mla, DECODE.name)
-    lengths = workload.lengths("sweep", inputs.capacity, steps)
+    lengths = stream_of("sweep", WIDTH * PAGE_SIZE, steps)
     began = time.perf_counter()
     for max_seq_len in lengths:
-        inputs.seq_lens.fill_(max_seq_len)
-        workload.call(layout, decode, inputs, max_seq_len)
+        driver.call(batch, max_seq_len)
     return {
         "calls": len(lengths),
         "distinct_max_seq_len": len(set(lengths)),
-        "layout": layout,
+        "layout": driver.engine.name,
         "seconds": time.perf_counter() - began,
     }
 
@@ -137,9 +145,10 @@ def live_audit(
     flashinfer cannot be imported here."""
     workload = workload or decode_workload
     with _host() as host:
-        before = census.take()
-        summary = workload(steps)
-        after = census.take()
+        with Measurement(traced=False) as measured:
+            before = measured.point().caches
+            summary = workload(steps)
+            after = measured.point().caches
     summary["host"] = host
     results = [_result(finding, before, after) for finding in findings]
     named = {r.function for r in results} | {f"{r.function} [fi_compat]" for r in results}

@@ -9,11 +9,12 @@ directory put first on ``PYTHONPATH``; never run in the user's own process
 
 It installs fi_compat, imports flashinfer under the CPU-host shim
 (:func:`fi_compat.workload.cpu_host`) and, for each engine layout with its
-backends (:data:`ENGINE_BACKENDS`) and query mode (default :data:`DEFAULT_MODES`),
-decodes ``N`` distinct ``max_seq_len`` values up to :data:`CONTEXT`, the batch
-varying with the length, in two interleaved halves with one engine's call
-(:mod:`fi_compat.workload.workload`), taking the census
-(:func:`fi_compat.counting.census.take`) before, between and after.  It writes JSON to
+backends (:data:`ENGINE_BACKENDS`, from the engines' records) and query mode
+(default :data:`DEFAULT_MODES`), decodes ``N`` distinct ``max_seq_len`` values up
+to :data:`CONTEXT`, the batch varying with the length, in two interleaved halves
+with one engine's call (:class:`fi_compat.workload.driver.Driver`), measured
+through the census (:func:`fi_compat.counting.measurement.measure`: the
+functools caches and flashinfer's memory before, between and after).  It writes JSON to
 ``--out``: the growth of every cache in each half, and for each grown
 flashinfer cache the cached function's parameters (its key) as
 :mod:`fi_compat.lookup` describes them.  Deciding what is a leak is the
@@ -43,33 +44,22 @@ import os
 import re
 import time
 import traceback
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
+from ...workload.engine_model import Engine
+from ...workload.engines import ENGINES
+from ...workload.modes import MODES, MTP_Q_LEN
 from .census_keys import describe_key as describe_key
 from .census_keys import restrict_bounds as restrict_bounds
 
-#: Each engine's layout and the backends it passes (fi_compat.workload.workload,
-#: docs/integration/*.md): TensorRT-LLM always trtllm-gen; vLLM "auto", or
-#: cute-dsl under decode context parallelism; SGLang "auto", or its cute-dsl variant.
-ENGINE_BACKENDS: tuple[tuple[str, str], ...] = (
-    ("trtllm", "trtllm-gen"),
-    ("vllm", "auto"),
-    ("vllm", "cute-dsl"),
-    ("sglang", "auto"),
-    ("sglang", "cute-dsl"),
-)
-#: The query modes each (layout, backend) also drives (fi_compat.workload.modes), beyond ``q1``:
-#: MTP / target-verify everywhere, vLLM's ragged speculative query on its calls, sparse MLA with
-#: vLLM's and SGLang's auto (cute-dsl refuses it), DCP with vLLM's cute-dsl call, modular with cute-dsl.
+#: Every engine's layout and the backends it sends, and the query modes each (layout, backend) also
+#: drives beyond ``q1``: read from the engines' records (:data:`fi_compat.workload.engines.ENGINES`).
+ENGINE_BACKENDS: tuple[tuple[str, str], ...] = tuple((e.name, b) for e in ENGINES.values() for b in e.backends)
 EXTRA_MODES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("trtllm", "trtllm-gen"): ("mtp",),
-    ("vllm", "auto"): ("mtp", "varq", "sparse"),
-    ("vllm", "cute-dsl"): ("mtp", "varq", "dcp", "modular"),
-    ("sglang", "auto"): ("mtp", "sparse"),
-    ("sglang", "cute-dsl"): ("mtp", "modular"),
+    (e.name, b): tuple(e.modes.get(b, ())) for e in ENGINES.values() for b in e.backends
 }
 #: Every query mode the probe knows, in the order it drives them (``--modes`` picks a subset).
-QUERY_MODES = ("q1", "mtp", "varq", "sparse", "dcp", "modular")
+QUERY_MODES = MODES
 #: What the guard drives by default: one and two query tokens on every engine's layout and
 #: backend (10 calls); the other modes add 7 more and about 70 % to the time (docs/guard.md).
 DEFAULT_MODES = ("q1", "mtp")
@@ -109,47 +99,47 @@ def soak_layout(
     torch: Any,
     decode: Any,
     host: Any,
-    layout: str,
+    layout: Union[str, Engine],
     backend: str,
     halves: tuple[list[int], list[int]],
     mode: str = "q1",
 ) -> dict[str, Any]:
-    """One engine's call in ``mode`` over both halves of lengths: the growth of
-    every functools cache in each half, and the census by memory
-    (:func:`fi_compat.counting.memory_census.measure`) over the same halves."""
-    from ...counting import census, memory_census
-    from ...workload import modes, workload
+    """One engine's call in ``mode`` (a record or its name: :class:`fi_compat.workload.driver.Driver`)
+    over both halves of lengths, measured through the census
+    (:func:`fi_compat.counting.measurement.measure`): the growth of every functools cache in
+    each half, and the census by memory over the same halves."""
+    from ...counting import census, measurement
+    from ...workload.driver import Driver
 
-    full_width = CONTEXT // PAGE_SIZE
-    base = modes.mode_inputs(
-        torch, layout, mode, batch=BATCH, width=full_width, page_size=PAGE_SIZE, num_pages=NUM_PAGES
+    driver = Driver(
+        torch,
+        decode,
+        layout,
+        backend,
+        mode,
+        context=CONTEXT,
+        page_size=PAGE_SIZE,
+        num_pages=NUM_PAGES,
+        max_batch=BATCH,
     )
-    by_shape = {(BATCH, full_width): base}
     batches = VARIED_BATCHES if mode in ("q1", "mtp") else (BATCH,)
 
     def decode_once(length: int) -> None:
-        width = workload.sglang_width(length + 2 * modes.MTP_Q_LEN, PAGE_SIZE) if layout == "sglang" else full_width
         # the batch follows the length, so the pass that repeats a half repeats its calls exactly
         # (what grows then grows per call, not per request shape)
-        shape = (batches[length % len(batches)], min(width, full_width))
-        if shape not in by_shape:
-            by_shape[shape] = workload.resize(torch, base, batch=shape[0], width=shape[1])
-        inputs = by_shape[shape]
-        inputs.seq_lens.fill_(length)
-        modes.mode_call(torch, mode, layout, decode, inputs, length, backend)
+        driver.call(batches[length % len(batches)], length)
         host.recorder.launches.clear()
 
-    decode_once(CONTEXT - 4 * modes.MTP_Q_LEN)  # warm-up: first-call imports and compiles are not growth
+    decode_once(CONTEXT - 4 * MTP_Q_LEN)  # warm-up: first-call imports and compiles are not growth
     started = time.perf_counter()
-    counts = [census.take()]
     launches = host.recorder.total
 
     def drive(half: Sequence[int]) -> None:
         for length in half:
             decode_once(length)
-        counts.append(census.take())
 
-    memory = memory_census.measure(drive, halves)
+    memory = measurement.measure(drive, halves)
+    counts = memory["caches"]
     grown = {}
     for index in (0, 1):
         for growth in census.grown(counts[index], counts[index + 1]):
@@ -167,7 +157,7 @@ def soak_layout(
     for name, entry in grown.items():
         entry["currsize"] = counts[2][name].currsize
     return {
-        "layout": layout,
+        "layout": driver.engine.name,
         "backend": backend,
         "mode": mode,
         "lengths": [len(halves[0]), len(halves[1])],
