@@ -127,10 +127,12 @@ def older_code_line(cpu: dict[str, dict[str, Any]], code: str) -> list[str]:
     older = [release for release, r in by_release(cpu) if not ran_this_code(r, code)]
     if not older:
         return ["All CPU results ran this code.", ""]
-    return [f"**{len(older)} of {len(cpu)} CPU results ran on older code** than this checkout's ({', '.join(older)}; "
-            "each cell names the code it ran): CI runs the representative releases "
-            "(`fi_compat.model.release_list.CI_RELEASES`) on every change, and a release re-runs the whole matrix "
-            "(`python3 scripts/check_results_fresh.py --release-gate` fails until then).", ""]
+    which = "every release" if len(older) == len(cpu) else ", ".join(older)
+    return [f"**{len(older)} of {len(cpu)} CPU results ran on older code** than this checkout's ({which}; "
+            "each cell names the code it ran):",
+            "CI runs the representative releases (`fi_compat.model.release_list.CI_RELEASES`) on every change,",
+            "and a release re-runs the whole matrix (`python3 scripts/check_results_fresh.py --release-gate` fails",
+            "until then).", ""]
 
 
 def bytes_cell(growth: Optional[dict[str, Any]], site: str) -> str:

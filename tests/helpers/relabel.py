@@ -67,7 +67,7 @@ CHILD = textwrap.dedent("""
     import fi_compat
     from fi_compat.counting import census, memory_census
     from fi_compat.workload import cpu_host
-    from fi_compat.workload.workload import make_inputs, resize, sglang_call, sglang_width
+    from fi_compat.workload.driver import Driver
 
     PAGE, CONTEXT = 64, 1 << 20
     count = request["lengths"]
@@ -82,13 +82,11 @@ CHILD = textwrap.dedent("""
         out["release"], out["state"], out["outcome"] = str(state["release"]["version"]), state["state"], state["outcome"]
         out["rows"] = {row["name"]: [row["verdict"], row["verified"]] for row in state["bounds"]}
         decode = getattr(mla, specs.DECODE.name)
-        full = CONTEXT // PAGE
-        base = make_inputs(torch, "sglang", batch=8, width=full, page_size=PAGE, num_pages=512)
+        # SGLang's call (backend auto), its block-table width following the batch's longest request
+        driver = Driver(torch, decode, "sglang", "auto", context=CONTEXT, page_size=PAGE, num_pages=512, max_batch=8)
 
         def once(length):
-            inputs = resize(torch, base, width=min(sglang_width(length, PAGE), full))
-            inputs.seq_lens.fill_(length)
-            sglang_call(decode, inputs, length)
+            driver.call(8, length)
             host.recorder.launches.clear()
 
         once(CONTEXT - 8)  # first-call imports and compiles are not growth
