@@ -11,7 +11,7 @@ optional spec change applied in place first (the one line a maintainer adds to
 ``fi_compat/model/specs.py``), then SGLang's decode call (:mod:`fi_compat.workload.workload`)
 over distinct lengths, its block-table width following each, with flashinfer's memory
 counted: the ``functools`` census (:func:`fi_compat.counting.census.take`) of every cache in
-flashinfer's modules, and the census by memory (:func:`fi_compat.counting.memory_census.measure`).
+flashinfer's modules, and the census by memory (:func:`fi_compat.counting.measurement.measure`).
 Cost: 5-15 s to write a wheel, 30-90 s a child on 2 shared cores.
 """
 
@@ -65,7 +65,7 @@ CHILD = textwrap.dedent("""
             object.__setattr__(spec, field, getattr(changed, field))
 
     import fi_compat
-    from fi_compat.counting import census, memory_census
+    from fi_compat.counting import census, measurement
     from fi_compat.workload import cpu_host
     from fi_compat.workload.driver import Driver
 
@@ -102,7 +102,7 @@ CHILD = textwrap.dedent("""
             for name, cache in fi_compat.status(walk=False)["caches"].items():
                 reached[name] = reached.get(name, 0) + cache["misses"]
 
-        memory = memory_census.measure(drive, halves)
+        memory = measurement.measure(drive, halves)
         status = fi_compat.status(walk=False)
     out["patched"] = sorted(status["patched"])
     # every flashinfer cache that grew, with what it gained in each half: flashinfer's own memory
