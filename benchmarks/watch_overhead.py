@@ -67,11 +67,13 @@ def main() -> int:
                 return
             current.spent = records.STARTUP_ALLOWANCE_S  # the allowance already spent: the steady pace
             if name in ("reading", "retired"):
-                while current.walks < 2:  # both walks, untimed
-                    current._walk(current.clock() + 10.0)
-                current.phase = state.READING
+                with current.busy:  # as a step holds it: a collection meanwhile skips its own step
+                    while current.walks < 2:  # both walks, untimed
+                        current._walk(current.clock() + 10.0)
+                    current.phase = state.READING
             if name == "retired":
-                current.retire()
+                with current.busy:
+                    current.retire()
 
         def block(name: str) -> dict:
             prepare(name)
