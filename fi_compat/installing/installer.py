@@ -26,6 +26,7 @@ import threading
 from typing import Any, Optional
 
 from .. import config, lookup, watch
+from ..watch import tick
 from . import lazy_rows, plan_providers, runtime_report, tripwire
 from ..adapters import Installation, Plan, bounded_memo
 from ..verdict import knowledge
@@ -262,6 +263,41 @@ def _activate() -> None:
     except BaseException:
         _uninstall()
         raise
+    _report_late_imports()
+
+
+def _report_late_imports() -> None:
+    """An import the hooks caught in the microseconds before its module entered ``sys.modules``
+    cannot report its end through its spec; the finder adopts it at the next import anywhere, and
+    every fi_compat entry point settles it, but a server's decode calls import nothing.  So, only
+    while such an import is pending, a tick at every holder of the decode function settles it at
+    the next decode call and takes itself out (where the runtime watch runs, its own tick settles
+    with each step).  Nothing of it exists otherwise.  Lock held."""
+    if _state.late_tick is not None or not import_hooks.pending() or watch.current() is not None:
+        return
+    installation = Installation()
+    seen: set[Any] = set()
+
+    def due() -> None:  # in the decoding thread, outside any import
+        import_hooks.settle()
+        seen.clear()
+        if not import_hooks.pending():
+            with _lock:
+                _stop_late_tick()
+
+    installation.apply(tick.tick_plan(seen, 1 << 30, due))
+    tick.DUE[0] = 0.0
+    _state.late_tick = installation
+
+
+def _stop_late_tick() -> list[str]:
+    installation, _state.late_tick = _state.late_tick, None
+    if installation is None:
+        return []
+    if watch.current() is None:
+        tick.DUE[0] = float("inf")
+    left: list[str] = installation.remove()
+    return left
 
 
 def _watch_where_unknown(unknown: str) -> None:
@@ -308,6 +344,7 @@ def _activate_module(module_name: str) -> None:
     if problems:
         _watch_where_unknown("; ".join(v.reason for v in problems))
     _settle({m for m in _state.waiting.values() if m != module_name})
+    _report_late_imports()
 
 
 def _log_summary() -> None:
@@ -325,7 +362,7 @@ def uninstall() -> dict[str, Any]:
 
 
 def _uninstall() -> None:
-    leftovers: list[str] = tripwire.disarm(_state.tripwire) + watch.stop()
+    leftovers: list[str] = tripwire.disarm(_state.tripwire) + _stop_late_tick() + watch.stop()
     for installation in (_state.extras, _state.installation):
         if installation is not None:
             leftovers += installation.remove()

@@ -46,6 +46,7 @@ class State:
     """Everything the installer knows; only :mod:`fi_compat.installing.installer` changes it."""
 
     def __init__(self) -> None:
+        self.late_tick: Optional[Any] = None  # an Installation while an import caught late is pending
         self.phase = Phase.NOT_INSTALLED
         self.settings: dict[str, config.Setting] = config.resolve_all(environ={})
         self.release: Optional[ReleaseInfo] = None

@@ -274,6 +274,11 @@ def on_import(name: str, hook: Hook) -> None:
             _unreported.add(name)
 
 
+def pending() -> bool:
+    """Whether an import hooked while in flight has not reported its end yet (a set test)."""
+    return bool(_unreported)
+
+
 def settle() -> None:
     """Fire the hooks of every module whose import was in flight when they
     were registered, could not report its end, and has finished since.  The
@@ -321,4 +326,13 @@ def forget(name: str, hook: Hook) -> None:
             _unreported.discard(name)
 
 
-__all__ = ["forget", "forget_new_module", "importing_elsewhere", "in_flight", "on_import", "on_new_module", "settle"]
+__all__ = [
+    "forget",
+    "forget_new_module",
+    "importing_elsewhere",
+    "in_flight",
+    "on_import",
+    "on_new_module",
+    "pending",
+    "settle",
+]

@@ -109,10 +109,10 @@ def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
         thread.join()  # the round's watchdog (main) ends a round that hangs, with every thread's stack
     # Every import has ended.  A row's hook fired as its import ended, in the
     # importing thread; one caught in the microseconds before its module entered
-    # sys.modules reports at the next decode call at the latest (the runtime
-    # watch's tick).  So: one decode call, as a server's next batch, through the
-    # name engines call (the watch's tick stands there), then nothing else of
-    # fi_compat's before the snapshot.
+    # sys.modules reports at the next decode call at the latest (the installer's
+    # late-import tick, or the runtime watch's where it runs).  So: one decode call,
+    # as a server's next batch, through the name engines call (the tick stands
+    # there), then nothing else of fi_compat's before the snapshot.
     public = getattr(sys.modules["flashinfer.mla"], specs.DECODE.name)
     workload.vllm_call(public, inputs, 30000, backend="cute-dsl")
     snap = snapshot()

@@ -49,3 +49,45 @@ def test_a_round_that_hangs_is_reported_with_every_threads_stack():
     (bad,) = summary["bad"]
     assert bad["exit"] == 1 and bad["signal"] is None
     assert "Thread 0x" in bad["stacks"] and "installer" in bad["stacks"]
+
+
+def test_an_import_caught_before_it_entered_sys_modules_reports_at_the_next_decode_call(
+    fi_cpu_host, quiet_launches, monkeypatch
+):
+    """The race the rounds above catch once in hundreds, set up by hand: a hook for a module whose
+    import was in flight, caught before the module entered ``sys.modules`` (its spec cannot report its
+    end), and that import has ended since with no other import to adopt it.  On a verified release no
+    watch runs, so install() puts a one-shot tick in front of the decode function, which settles it at
+    the next decode call (the hook fires) and takes itself out: flashinfer's own function again."""
+    import sys
+    import types
+
+    import torch
+
+    import fi_compat
+    import flashinfer.mla
+    import flashinfer.mla._core as core
+    from fi_compat.lookup import import_hooks
+    from fi_compat.model.specs import DECODE
+    from fi_compat.workload import workload
+
+    name = "flashinfer._fi_compat_late_import"
+    fired: list = []
+    in_flight = import_hooks.in_flight
+    importing = {name}  # its import runs through install() and ends before the next decode call
+    monkeypatch.setattr(import_hooks, "in_flight", lambda n: n in importing or in_flight(n))
+    import_hooks.on_import(name, fired.append)
+    monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    import_hooks._unreported.add(name)  # caught before it entered sys.modules: no spec to report through
+    try:
+        fi_compat.install()
+        importing.clear()  # the import ends; nothing else imports after it
+        original = getattr(core, DECODE.name)
+        assert import_hooks.pending() and getattr(flashinfer.mla, DECODE.name) is not original
+        inputs = workload.make_inputs(torch, "trtllm", batch=2, width=64, page_size=64, num_pages=64)
+        workload.call("trtllm", getattr(flashinfer.mla, DECODE.name), inputs, 4096)
+        assert [m.__name__ for m in fired] == [name] and not import_hooks.pending()
+        assert getattr(flashinfer.mla, DECODE.name) is original  # the tick took itself out
+    finally:
+        import_hooks.forget(name, fired.append)
+        import_hooks._unreported.discard(name)
