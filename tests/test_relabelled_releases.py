@@ -96,6 +96,17 @@ def test_a_label_that_lags_the_code_is_judged_by_the_code(real_wheel):
     assert f"flashinfer {LAGGING} holds 0.6.18's code or newer" in row.reason
 
 
+def test_a_post_release_build_holds_what_its_base_release_holds(real_wheel):
+    """A post-release's development build (``0.6.13.post0.dev913``) comes after 0.6.13, so its
+    code must hold 0.6.13's: on 0.6.12's code under that label the tuning-config builder (0.6.13)
+    is missing, loudly, not skipped as not yet arrived because nothing else dates the code."""
+    with WheelSources.open(real_wheel("0.6.12")) as wheel:
+        judged = judge_release(lookup_for(wheel), Version("0.6.13.post0.dev913"))
+    assert judged.code == Version("0.6.13") and str(judged.outcome) == "partial", judged.reason()
+    row = next(v for v in judged.rows if v.bound.name == "builder")
+    assert str(row.kind) == "missing", row.reason
+
+
 def test_the_guard_on_a_relabelled_wheel(real_wheel, tmp_path):
     """The nightly label written into the wheel (METADATA and _build_meta.py): the guard reads
     that version and bounds every row 0.6.18 bounds, unverified; 0.6.18 itself stays verified."""

@@ -117,17 +117,27 @@ def _leads_to(release: Version) -> Version:
     return Version(".".join(str(part) for part in release.release) + post)
 
 
+def _follows(release: Version) -> Optional[Version]:
+    """The final release a development label's code comes after, if its label says: a
+    post-release's build (``0.6.13.post0.dev913``) follows its base release (0.6.13) and
+    holds what that holds; a nightly of the next release (``0.6.18.dev1``) or a
+    pre-release names none."""
+    return Version(".".join(str(part) for part in release.release)) if release.post is not None else None
+
+
 def code_release(release: Optional[Version], reached: Optional[Version]) -> Optional[Version]:
     """The release a build's code is judged as: a final label's release, or the newer
     release its code has reached by what it holds (``reached``:
     :func:`fi_compat.verdict.code_release.reached`); for any other label (a nightly, a
-    pre-release, none) what it holds alone.  ``None``: not known (no label that names
-    the code, and nothing it holds dated)."""
+    pre-release, none) what it holds, and at least the release a post-release's build
+    follows (:func:`_follows`).  ``None``: not known (no label that names the code, and
+    nothing it holds dated)."""
     known = reached if reached is not None and reached > NOTHING_KNOWN else None
     if release is not None and _names_its_code(release):
         public = Version(release.public)
         return public if known is None or known <= public else known
-    return known
+    floor = None if release is None else _follows(release)
+    return max((v for v in (known, floor) if v is not None), default=None)
 
 
 def _code_at_most(release: Optional[Version], code: Optional[Version]) -> Optional[Version]:
