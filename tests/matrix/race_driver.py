@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import importlib
 import json
 import os
@@ -61,27 +62,35 @@ def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
     errors: list[str] = []
     deadlocks: list[str] = []  # imports Python's own lock refused for a cycle, then imported again
 
+    def once_more_after_a_cycle(call: Any, what: str) -> None:
+        """``call``, and once more if Python's import locks refused it as a cycle: the importers
+        below import in one order, flashinfer's own imports (in the decoder's calls) in another,
+        and the locks can refuse a cycle between the two on either side (1 round in 50 on 0.6.18,
+        1 in 60 on 0.7.4, fi_compat or not); the import is then failed and undone, and succeeds
+        once the other is done.  That cycle is the test's import order, not the race it checks."""
+        for attempt in (1, 2):
+            try:
+                call()
+            except Exception as exc:  # noqa: BLE001
+                if type(exc).__name__ == "_DeadlockError" and attempt == 1:
+                    deadlocks.append(what)
+                    time.sleep(import_s)
+                    continue
+                raise
+            return
+
     def importer(offset: int) -> None:
         barrier.wait()
         time.sleep(offset * import_s / (4 * IMPORTERS))  # staggered, in one order: threads importing a
         # package's modules in different orders can deadlock in Python's own import locks (seen here as
         # _DeadlockError, fi_compat or not), which is not the race this checks
         for name in modules:
-            for attempt in (1, 2):
-                try:
-                    importlib.import_module(name)
-                except ImportError:
-                    pass  # a module this release does not have (its row is not-in-release)
-                except Exception as exc:  # noqa: BLE001
-                    # the decoder thread's imports run in flashinfer's order, not this one: Python's
-                    # import locks can still refuse a cycle between the two (1 round in 50 on 0.6.18);
-                    # the import is then failed and undone, and imports again once the other is done
-                    if type(exc).__name__ == "_DeadlockError" and attempt == 1:
-                        deadlocks.append(name)
-                        time.sleep(import_s)
-                        continue
-                    errors.append(traceback.format_exc())
-                break
+            try:
+                once_more_after_a_cycle(functools.partial(importlib.import_module, name), name)
+            except ImportError:
+                pass  # a module this release does not have (its row is not-in-release)
+            except Exception:  # noqa: BLE001
+                errors.append(traceback.format_exc())
 
     def installer() -> None:
         barrier.wait()
@@ -96,18 +105,11 @@ def check(import_s: float, delay_s: float, decode: Any, inputs: Any) -> dict:
     def decoder() -> None:  # vLLM's cute-dsl call: flashinfer imports the monolithic kernel module itself
         barrier.wait()
         for length in (4096, 9000, 20000):
-            for attempt in (1, 2):
-                try:
-                    workload.vllm_call(decode, inputs, length, backend="cute-dsl")
-                except Exception as exc:  # noqa: BLE001
-                    # the same cycle as the importers' above, refused on this side: flashinfer's import
-                    # inside the decode failed and was undone (1 round in 60 on 0.7.4); the call again
-                    if type(exc).__name__ == "_DeadlockError" and attempt == 1:
-                        deadlocks.append(f"decode {length}")
-                        time.sleep(import_s)
-                        continue
-                    errors.append(traceback.format_exc())
-                break
+            try:
+                call = functools.partial(workload.vllm_call, decode, inputs, length, backend="cute-dsl")
+                once_more_after_a_cycle(call, f"decode {length}")
+            except Exception:  # noqa: BLE001
+                errors.append(traceback.format_exc())
 
     threads = [threading.Thread(target=importer, args=(i,)) for i in range(IMPORTERS)]
     threads += [threading.Thread(target=installer), threading.Thread(target=decoder)]
